@@ -1,0 +1,128 @@
+//! Per-function call counters (one atomic each) and the panic-safe call guard.
+
+use nvml_wrapper_sys::bindings::*;
+use std::ffi::{c_char, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Result of an FFI body: `Err` carries the NVML error code.
+pub(crate) type NvmlResult = Result<(), nvmlReturn_t>;
+
+macro_rules! nvml_functions {
+    ($($name:ident),* $(,)?) => {
+        /// Every counted NVML export.
+        #[allow(non_camel_case_types, clippy::enum_variant_names)]
+        #[derive(Debug, Clone, Copy)]
+        pub(crate) enum Func { $($name),* }
+        /// Names of the counted exports, indexed by [`Func`].
+        pub(crate) const NAMES: &[&str] = &[$(stringify!($name)),*];
+    };
+}
+
+nvml_functions!(
+    nvmlInit_v2,
+    nvmlInitWithFlags,
+    nvmlShutdown,
+    nvmlErrorString,
+    nvmlSystemGetDriverVersion,
+    nvmlSystemGetNVMLVersion,
+    nvmlSystemGetCudaDriverVersion,
+    nvmlSystemGetCudaDriverVersion_v2,
+    nvmlSystemGetProcessName,
+    nvmlDeviceGetCount_v2,
+    nvmlDeviceGetHandleByIndex_v2,
+    nvmlDeviceGetHandleByUUID,
+    nvmlDeviceGetIndex,
+    nvmlDeviceGetName,
+    nvmlDeviceGetUUID,
+    nvmlDeviceGetSerial,
+    nvmlDeviceGetPciInfo_v3,
+    nvmlDeviceGetMemoryInfo_v2,
+    nvmlDeviceGetMemoryInfo,
+    nvmlDeviceGetUtilizationRates,
+    nvmlDeviceGetTemperature,
+    nvmlDeviceGetTemperatureThreshold,
+    nvmlDeviceGetPowerUsage,
+    nvmlDeviceGetEnforcedPowerLimit,
+    nvmlDeviceGetPowerManagementLimit,
+    nvmlDeviceGetPowerManagementDefaultLimit,
+    nvmlDeviceGetTotalEnergyConsumption,
+    nvmlDeviceGetClockInfo,
+    nvmlDeviceGetMaxClockInfo,
+    nvmlDeviceGetCurrentClocksThrottleReasons,
+    nvmlDeviceGetCurrentClocksEventReasons,
+    nvmlDeviceGetSupportedClocksThrottleReasons,
+    nvmlDeviceGetPerformanceState,
+    nvmlDeviceGetNumFans,
+    nvmlDeviceGetFanSpeed,
+    nvmlDeviceGetFanSpeed_v2,
+    nvmlDeviceGetCurrPcieLinkGeneration,
+    nvmlDeviceGetCurrPcieLinkWidth,
+    nvmlDeviceGetMaxPcieLinkGeneration,
+    nvmlDeviceGetMaxPcieLinkWidth,
+    nvmlDeviceGetEccMode,
+    nvmlDeviceGetTotalEccErrors,
+    nvmlDeviceGetRetiredPages,
+    nvmlDeviceGetRetiredPages_v2,
+    nvmlDeviceGetRetiredPagesPendingStatus,
+    nvmlDeviceGetRemappedRows,
+    nvmlDeviceGetEncoderUtilization,
+    nvmlDeviceGetDecoderUtilization,
+    nvmlDeviceGetComputeMode,
+    nvmlDeviceGetMigMode,
+    nvmlDeviceGetComputeRunningProcesses_v3,
+    nvmlDeviceGetGraphicsRunningProcesses_v3,
+    nvmlDeviceGetMPSComputeRunningProcesses_v3,
+    nvmlDeviceGetFieldValues,
+    nvmlDeviceGetViolationStatus,
+    nvmlDeviceGetSupportedEventTypes,
+    nvmlEventSetCreate,
+    nvmlDeviceRegisterEvents,
+    nvmlEventSetWait_v2,
+    nvmlEventSetFree,
+);
+
+static COUNTS: [AtomicU64; NAMES.len()] = [const { AtomicU64::new(0) }; NAMES.len()];
+
+/// Counts the call, runs `body` and turns its result (or a panic) into an NVML code.
+pub(crate) fn guard(func: Func, body: impl FnOnce() -> NvmlResult) -> nvmlReturn_t {
+    COUNTS[func as usize].fetch_add(1, Ordering::Relaxed);
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => nvmlReturn_enum_NVML_SUCCESS,
+        Ok(Err(code)) => code,
+        Err(_) => nvmlReturn_enum_NVML_ERROR_UNKNOWN,
+    }
+}
+
+/// Counts a call of `func` whose body cannot fail (nvmlErrorString).
+pub(crate) fn count(func: Func) {
+    COUNTS[func as usize].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Calls of the NVML function `name` since load or the last reset (0 for unknown names).
+#[no_mangle]
+pub unsafe extern "C" fn nvmlSimCallCount(name: *const c_char) -> u64 {
+    catch_unwind(|| {
+        if name.is_null() {
+            return 0;
+        }
+        let name = CStr::from_ptr(name).to_str().unwrap_or("");
+        NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map_or(0, |i| COUNTS[i].load(Ordering::Relaxed))
+    })
+    .unwrap_or(0)
+}
+
+/// Calls of all NVML functions since load or the last reset (nvmlSim* excluded).
+#[no_mangle]
+pub extern "C" fn nvmlSimTotalCalls() -> u64 {
+    catch_unwind(|| COUNTS.iter().map(|c| c.load(Ordering::Relaxed)).sum()).unwrap_or(0)
+}
+
+/// Resets every call counter to zero.
+#[no_mangle]
+pub extern "C" fn nvmlSimResetCallCounts() {
+    let _ = catch_unwind(|| COUNTS.iter().for_each(|c| c.store(0, Ordering::Relaxed)));
+}

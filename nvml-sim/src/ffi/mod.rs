@@ -1,0 +1,20 @@
+//! The exported NVML C API (`#[no_mangle] extern "C"`), a thin translation
+//! of [`Engine`](crate::Engine) answers into NVML structs and return codes.
+//!
+//! Safety contract of every export: pointer arguments must be null or valid
+//! for the access NVML documents (the simulator checks for null, never for
+//! dangling pointers). Panics never cross the boundary: they become
+//! `NVML_ERROR_UNKNOWN`.
+#![allow(clippy::missing_safety_doc)]
+
+mod calls;
+mod device;
+mod events;
+mod out;
+mod state;
+mod system;
+
+pub use calls::{nvmlSimCallCount, nvmlSimResetCallCounts, nvmlSimTotalCalls};
+pub use device::*;
+pub use events::*;
+pub use system::*;

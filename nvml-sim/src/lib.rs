@@ -1,0 +1,30 @@
+//! `nvml-sim`: a drop-in `libnvidia-ml.so` driven by scenario files.
+//!
+//! The crate builds as a cdylib exporting the real NVML C symbols (see
+//! [`ffi`]) and as an rlib exposing the scenario parser ([`Scenario`]), the
+//! simulation [`Engine`] and the shipped scenarios ([`builtin`]). See
+//! `README.md` for the scenario format.
+
+pub mod builtin;
+pub mod clock;
+pub mod codes;
+pub mod duration;
+pub mod engine;
+pub mod ffi;
+mod rng;
+pub mod scenario;
+pub mod timeline;
+
+pub use engine::Engine;
+pub use scenario::{Scenario, ScenarioError};
+
+/// Env var selecting the scenario: a file path or `builtin:NAME` (default `builtin:demo`).
+pub const ENV_SCENARIO: &str = "GPUWATCH_SIM_SCENARIO";
+/// Env var overriding the scenario's speed (scenario seconds per real second).
+pub const ENV_SPEED: &str = "GPUWATCH_SIM_SPEED";
+/// Env var freezing scenario time at this many seconds.
+pub const ENV_TIME: &str = "GPUWATCH_SIM_TIME";
+/// Env var setting the scenario time at the first nvmlInit (default 0).
+pub const ENV_START: &str = "GPUWATCH_SIM_START";
+/// File name of the built simulator library.
+pub const LIBRARY_FILE_NAME: &str = "libnvml_sim.so";

@@ -1,0 +1,490 @@
+//! Scenario files: parsing, validation and the validated model the engine runs.
+
+mod error;
+mod feature;
+mod identity;
+pub mod schema;
+
+pub use error::ScenarioError;
+pub use feature::Feature;
+
+use crate::codes;
+use error::Locator;
+use nvml_wrapper_sys::bindings::nvmlReturn_t;
+use schema::{FaultKind, FaultSpec, GpuSpec, ScenarioFile};
+use toml::Spanned;
+
+/// Default driver version reported when a scenario does not set one.
+pub const DEFAULT_DRIVER_VERSION: &str = "550.54.15";
+
+/// A validated scenario, ready to be run by an [`Engine`](crate::Engine).
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) driver_version: String,
+    pub(crate) cuda_driver_version: i32,
+    pub(crate) nvml_version: String,
+    pub(crate) speed: f64,
+    pub(crate) seed: u64,
+    pub(crate) init_error: Option<nvmlReturn_t>,
+    pub(crate) gpus: Vec<GpuConfig>,
+    pub(crate) faults: Vec<Fault>,
+}
+
+/// One GPU after replication, with its resolved identity.
+#[derive(Debug, Clone)]
+pub struct GpuConfig {
+    /// NVML index.
+    pub index: usize,
+    /// UUID string.
+    pub uuid: String,
+    /// Board serial.
+    pub serial: String,
+    /// PCI bus id.
+    pub pci_bus_id: String,
+    /// PCI bus number.
+    pub bus: u32,
+    /// The `[[gpu]]` entry this GPU came from.
+    pub spec: GpuSpec,
+}
+
+/// A validated fault.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    /// Start time, seconds.
+    pub at: f64,
+    /// End time, seconds (None: forever).
+    pub until: Option<f64>,
+    /// Affected GPU (None only for init errors).
+    pub gpu: Option<usize>,
+    /// What happens.
+    pub effect: FaultEffect,
+}
+
+impl Fault {
+    /// Whether the fault is in effect at `t`.
+    pub fn active(&self, t: f64) -> bool {
+        t >= self.at && self.until.is_none_or(|u| t < u)
+    }
+}
+
+/// What a fault does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FaultEffect {
+    /// Calls return GPU_IS_LOST.
+    Lost,
+    /// An Xid event with this code.
+    Xid(u64),
+    /// This many uncorrected ECC errors.
+    EccUncorrected(u64),
+    /// This many corrected ECC errors.
+    EccCorrected(u64),
+    /// A remapping is pending.
+    RemapPending,
+    /// A remapping failed.
+    RemapFailure,
+    /// A feature returns NOT_SUPPORTED.
+    NotSupported(Feature),
+    /// Every call sleeps this many milliseconds.
+    Slow(u64),
+    /// Every call blocks until the fault ends.
+    Hang,
+    /// nvmlInit fails with this code.
+    InitError(nvmlReturn_t),
+}
+
+impl Scenario {
+    /// Parses and validates a scenario; `origin` names the source in errors.
+    pub fn parse(source: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let loc = Locator::new(source, origin);
+        let deserializer = toml::Deserializer::parse(source)
+            .map_err(|e| loc.error(e.span().map(|s| s.start), "", e.message().trim()))?;
+        let file: ScenarioFile = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            // Spanned<T> wrappers show up as a private key in the path; hide them.
+            let path = e
+                .path()
+                .to_string()
+                .replace(".$__serde_spanned_private_value", "");
+            let inner = e.into_inner();
+            let path = if path == "." { String::new() } else { path };
+            loc.error(inner.span().map(|s| s.start), path, inner.message().trim())
+        })?;
+        Builder { loc: &loc, file }.build()
+    }
+
+    /// Number of GPUs (after replication).
+    pub fn gpu_count(&self) -> usize {
+        self.gpus.len()
+    }
+
+    /// Scenario name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Scenario description.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Driver version string.
+    pub fn driver_version(&self) -> &str {
+        &self.driver_version
+    }
+
+    /// Scenario seconds per real second (before the env override).
+    pub fn speed(&self) -> f64 {
+        self.speed
+    }
+
+    /// The GPUs.
+    pub fn gpus(&self) -> &[GpuConfig] {
+        &self.gpus
+    }
+
+    /// The faults.
+    pub fn faults(&self) -> &[Fault] {
+        &self.faults
+    }
+}
+
+struct Builder<'a> {
+    loc: &'a Locator<'a>,
+    file: ScenarioFile,
+}
+
+impl Builder<'_> {
+    fn err<T>(
+        &self,
+        span: Option<std::ops::Range<usize>>,
+        path: impl Into<String>,
+        msg: impl Into<String>,
+    ) -> Result<T, ScenarioError> {
+        Err(self.loc.error(span.map(|s| s.start), path, msg))
+    }
+
+    fn build(self) -> Result<Scenario, ScenarioError> {
+        let f = &self.file;
+        let driver_version = match &f.driver_version {
+            Some(v) => {
+                let ok = v.get_ref().split('.').count() >= 2
+                    && v.get_ref()
+                        .split('.')
+                        .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+                if !ok {
+                    return self.err(
+                        Some(v.span()),
+                        "driver_version",
+                        format!("`{}` is not a version like 550.54.15", v.get_ref()),
+                    );
+                }
+                v.get_ref().clone()
+            }
+            None => DEFAULT_DRIVER_VERSION.to_string(),
+        };
+        let speed = match &f.speed {
+            Some(s) if !(s.get_ref().is_finite() && *s.get_ref() > 0.0) => {
+                return self.err(Some(s.span()), "speed", "speed must be a positive number");
+            }
+            Some(s) => *s.get_ref(),
+            None => 1.0,
+        };
+        let init_error = match &f.init.error {
+            Some(name) => Some(self.error_code(name, "init.error")?),
+            None => None,
+        };
+        let gpus = self.gpus()?;
+        let faults = f
+            .fault
+            .iter()
+            .enumerate()
+            .map(|(i, fault)| self.fault(i, fault, gpus.len()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Scenario {
+            name: f.name.clone(),
+            description: f.description.clone(),
+            nvml_version: f
+                .nvml_version
+                .clone()
+                .unwrap_or_else(|| format!("12.{driver_version}")),
+            driver_version,
+            cuda_driver_version: f.cuda_driver_version,
+            speed,
+            seed: f.seed,
+            init_error,
+            gpus,
+            faults,
+        })
+    }
+
+    fn error_code(
+        &self,
+        name: &Spanned<String>,
+        path: &str,
+    ) -> Result<nvmlReturn_t, ScenarioError> {
+        codes::code_for_name(name.get_ref()).ok_or_else(|| {
+            let known: Vec<&str> = codes::names().collect();
+            self.loc.error(
+                Some(name.span().start),
+                path,
+                format!(
+                    "unknown NVML error `{}` (expected one of {})",
+                    name.get_ref(),
+                    known.join(", ")
+                ),
+            )
+        })
+    }
+
+    fn gpus(&self) -> Result<Vec<GpuConfig>, ScenarioError> {
+        let mut gpus = Vec::new();
+        for (entry, spanned) in self.file.gpu.iter().enumerate() {
+            let spec = spanned.get_ref();
+            let path = format!("gpu[{entry}]");
+            self.validate_gpu(spec, &path, spanned.span())?;
+            let count = spec.count.as_ref().map_or(1, |c| *c.get_ref());
+            for _ in 0..count {
+                let index = gpus.len();
+                let pci_bus_id = spec
+                    .pci_bus_id
+                    .clone()
+                    .unwrap_or_else(|| identity::pci_bus_id(index));
+                gpus.push(GpuConfig {
+                    index,
+                    uuid: spec
+                        .uuid
+                        .clone()
+                        .unwrap_or_else(|| identity::uuid(self.file.seed, index)),
+                    serial: spec
+                        .serial
+                        .clone()
+                        .unwrap_or_else(|| identity::serial(self.file.seed, index)),
+                    bus: identity::parse_bus(&pci_bus_id).unwrap_or_else(|| identity::bus(index)),
+                    pci_bus_id,
+                    spec: spec.clone(),
+                });
+            }
+        }
+        Ok(gpus)
+    }
+
+    fn validate_gpu(
+        &self,
+        spec: &GpuSpec,
+        path: &str,
+        span: std::ops::Range<usize>,
+    ) -> Result<(), ScenarioError> {
+        if let Some(count) = &spec.count {
+            if *count.get_ref() == 0 {
+                return self.err(
+                    Some(count.span()),
+                    format!("{path}.count"),
+                    "count must be at least 1",
+                );
+            }
+            if *count.get_ref() > 1
+                && (spec.uuid.is_some() || spec.serial.is_some() || spec.pci_bus_id.is_some())
+            {
+                return self.err(
+                    Some(count.span()),
+                    format!("{path}.count"),
+                    "uuid, serial and pci_bus_id can only be set when count = 1",
+                );
+            }
+        }
+        if spec.memory_total_mib == 0 || spec.memory_reserved_mib > spec.memory_total_mib {
+            return self.err(
+                Some(span),
+                format!("{path}.memory_reserved_mib"),
+                "memory_total_mib must be > 0 and ≥ memory_reserved_mib",
+            );
+        }
+        if !(spec.power_limit_w.is_finite() && spec.power_limit_w > 0.0) {
+            return self.err(
+                Some(span),
+                format!("{path}.power_limit_w"),
+                "power_limit_w must be positive",
+            );
+        }
+        let m = &spec.metrics;
+        let timelines = [
+            ("utilization_gpu", &m.utilization_gpu),
+            ("utilization_memory", &m.utilization_memory),
+            ("memory_used_mib", &m.memory_used_mib),
+            ("temperature_gpu", &m.temperature_gpu),
+            ("temperature_memory", &m.temperature_memory),
+            ("power_w", &m.power_w),
+            ("sm_clock_mhz", &m.sm_clock_mhz),
+            ("mem_clock_mhz", &m.mem_clock_mhz),
+            ("graphics_clock_mhz", &m.graphics_clock_mhz),
+            ("fan_percent", &m.fan_percent),
+            ("pstate", &m.pstate),
+            ("encoder_percent", &m.encoder_percent),
+            ("decoder_percent", &m.decoder_percent),
+            ("clocks_event_reasons", &m.clocks_event_reasons),
+        ];
+        for (name, timeline) in timelines {
+            if let Some(t) = timeline {
+                if let Err(msg) = t.get_ref().validate() {
+                    return self.err(Some(t.span()), format!("{path}.metrics.{name}"), msg);
+                }
+            }
+        }
+        for (i, p) in spec.processes.iter().enumerate() {
+            if let Err(msg) = p.memory_mib.get_ref().validate() {
+                return self.err(
+                    Some(p.memory_mib.span()),
+                    format!("{path}.processes[{i}].memory_mib"),
+                    msg,
+                );
+            }
+            if let Some(stop) = &p.stop {
+                if stop.get_ref().secs() < p.start.secs() {
+                    return self.err(
+                        Some(stop.span()),
+                        format!("{path}.processes[{i}].stop"),
+                        "stop is before start",
+                    );
+                }
+            }
+        }
+        if let Some(pool) = &spec.process_pool {
+            let ppath = format!("{path}.process_pool");
+            if pool.count == 0
+                || pool.names.is_empty()
+                || !(pool.min_mib >= 0.0 && pool.min_mib <= pool.max_mib)
+            {
+                return self.err(
+                    Some(span),
+                    ppath,
+                    "process_pool needs count ≥ 1, at least one name and 0 ≤ min_mib ≤ max_mib",
+                );
+            }
+            if pool.lifetime.get_ref().secs() <= 0.0 {
+                return self.err(
+                    Some(pool.lifetime.span()),
+                    format!("{ppath}.lifetime"),
+                    "lifetime must be greater than zero",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn fault(&self, i: usize, f: &FaultSpec, gpu_count: usize) -> Result<Fault, ScenarioError> {
+        let path = format!("fault[{i}]");
+        let kind = *f.kind.get_ref();
+        let gpu = match (&f.gpu, kind) {
+            (Some(g), FaultKind::InitError) => {
+                return self.err(
+                    Some(g.span()),
+                    format!("{path}.gpu"),
+                    "init_error faults apply to the whole library, not a GPU",
+                );
+            }
+            (Some(g), _) if *g.get_ref() as usize >= gpu_count => {
+                return self.err(
+                    Some(g.span()),
+                    format!("{path}.gpu"),
+                    format!(
+                        "GPU {} does not exist (the scenario has {gpu_count} GPUs)",
+                        g.get_ref()
+                    ),
+                );
+            }
+            (Some(g), _) => Some(*g.get_ref() as usize),
+            (None, FaultKind::InitError) => None,
+            (None, _) => {
+                return self.err(
+                    Some(f.kind.span()),
+                    format!("{path}.gpu"),
+                    "this fault kind needs a `gpu` index",
+                )
+            }
+        };
+        let until = match &f.until {
+            Some(u) if u.get_ref().secs() <= f.at.secs() => {
+                return self.err(
+                    Some(u.span()),
+                    format!("{path}.until"),
+                    "until must be after at",
+                );
+            }
+            Some(u) => Some(u.get_ref().secs()),
+            None => None,
+        };
+        let used = |name: &str| match name {
+            "code" => kind == FaultKind::Xid,
+            "count" => matches!(kind, FaultKind::EccCorrected | FaultKind::EccUncorrected),
+            "feature" => kind == FaultKind::NotSupported,
+            "delay_ms" => kind == FaultKind::Slow,
+            _ => kind == FaultKind::InitError,
+        };
+        let extras = [
+            ("code", f.code.as_ref().map(Spanned::span)),
+            ("count", f.count.as_ref().map(Spanned::span)),
+            ("feature", f.feature.as_ref().map(Spanned::span)),
+            ("delay_ms", f.delay_ms.as_ref().map(Spanned::span)),
+            ("error", f.error.as_ref().map(Spanned::span)),
+        ];
+        for (name, span) in extras {
+            if let Some(span) = span {
+                if !used(name) {
+                    return self.err(
+                        Some(span),
+                        format!("{path}.{name}"),
+                        format!("`{name}` has no meaning for kind {kind:?}"),
+                    );
+                }
+            }
+        }
+        let missing = |name: &str| {
+            self.loc.error(
+                Some(f.kind.span().start),
+                format!("{path}.{name}"),
+                format!("kind {kind:?} needs `{name}`"),
+            )
+        };
+        let effect = match kind {
+            FaultKind::Lost => FaultEffect::Lost,
+            FaultKind::Xid => {
+                FaultEffect::Xid(*f.code.as_ref().ok_or_else(|| missing("code"))?.get_ref())
+            }
+            FaultKind::EccUncorrected => {
+                FaultEffect::EccUncorrected(f.count.as_ref().map_or(1, |c| *c.get_ref()))
+            }
+            FaultKind::EccCorrected => {
+                FaultEffect::EccCorrected(f.count.as_ref().map_or(1, |c| *c.get_ref()))
+            }
+            FaultKind::RemapPending => FaultEffect::RemapPending,
+            FaultKind::RemapFailure => FaultEffect::RemapFailure,
+            FaultKind::NotSupported => FaultEffect::NotSupported(
+                *f.feature
+                    .as_ref()
+                    .ok_or_else(|| missing("feature"))?
+                    .get_ref(),
+            ),
+            FaultKind::Slow => FaultEffect::Slow(
+                *f.delay_ms
+                    .as_ref()
+                    .ok_or_else(|| missing("delay_ms"))?
+                    .get_ref(),
+            ),
+            FaultKind::Hang => FaultEffect::Hang,
+            FaultKind::InitError => {
+                let name = f.error.as_ref().ok_or_else(|| missing("error"))?;
+                FaultEffect::InitError(self.error_code(name, &format!("{path}.error"))?)
+            }
+        };
+        Ok(Fault {
+            at: f.at.secs(),
+            until,
+            gpu,
+            effect,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,186 @@
+//! Drives the built cdylib through nvml-wrapper, exactly as the agent does.
+//! One test function: the scenario is chosen by env var at init, so the
+//! scenarios run sequentially with shutdown/init in between.
+
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, TemperatureSensor, TemperatureThreshold,
+};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::enums::event::XidError;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::structs::device::FieldId;
+use nvml_wrapper::Nvml;
+use std::path::PathBuf;
+
+fn library() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let deps = exe.parent().expect("deps dir");
+    let lib = deps.join(nvml_sim::LIBRARY_FILE_NAME);
+    assert!(lib.exists(), "{} not built", lib.display());
+    lib
+}
+
+fn open(scenario: &str, time: Option<&str>) -> Result<Nvml, NvmlError> {
+    std::env::set_var(nvml_sim::ENV_SCENARIO, scenario);
+    match time {
+        Some(t) => std::env::set_var(nvml_sim::ENV_TIME, t),
+        None => std::env::remove_var(nvml_sim::ENV_TIME),
+    }
+    Nvml::builder().lib_path(library().as_os_str()).init()
+}
+
+fn golden() {
+    let nvml = open("builtin:golden", Some("10")).expect("init golden");
+    assert_eq!(nvml.sys_driver_version().expect("driver"), "550.54.15");
+    assert_eq!(nvml.sys_cuda_driver_version().expect("cuda"), 12040);
+    assert_eq!(nvml.device_count().expect("count"), 2);
+    let d0 = nvml.device_by_index(0).expect("gpu 0");
+    assert_eq!(d0.name().expect("name"), "NVIDIA A100-SXM4-40GB");
+    assert_eq!(
+        d0.uuid().expect("uuid"),
+        "GPU-00000000-0000-4000-8000-000000000000"
+    );
+    assert_eq!(d0.index().expect("index"), 0);
+    let same = nvml
+        .device_by_uuid("GPU-11111111-1111-4111-8111-111111111111")
+        .expect("by uuid");
+    assert_eq!(same.index().expect("index"), 1);
+    assert_eq!(d0.pci_info().expect("pci").bus_id, "00000000:07:00.0");
+    let mem = d0.memory_info().expect("memory");
+    assert_eq!(mem.total, 40960 << 20);
+    assert_eq!(mem.reserved, 512 << 20);
+    assert_eq!(mem.used, 10240 << 20);
+    assert_eq!(mem.free, (40960 - 512 - 10240) << 20);
+    let util = d0.utilization_rates().expect("util");
+    assert_eq!((util.gpu, util.memory), (75, 40));
+    assert_eq!(d0.temperature(TemperatureSensor::Gpu).expect("temp"), 60);
+    assert_eq!(
+        d0.temperature_threshold(TemperatureThreshold::Slowdown)
+            .expect("slowdown"),
+        90
+    );
+    assert_eq!(
+        d0.temperature_threshold(TemperatureThreshold::Shutdown)
+            .expect("shutdown"),
+        95
+    );
+    assert_eq!(d0.power_usage().expect("power"), 250_000);
+    assert_eq!(d0.enforced_power_limit().expect("limit"), 400_000);
+    assert_eq!(d0.total_energy_consumption().expect("energy"), 2_500_000);
+    assert_eq!(d0.clock_info(Clock::SM).expect("sm"), 1410);
+    assert_eq!(d0.max_clock_info(Clock::Memory).expect("mem max"), 1215);
+    assert_eq!(d0.current_throttle_reasons().expect("reasons").bits(), 0);
+    assert!(matches!(d0.fan_speed(0), Err(NvmlError::NotSupported)));
+    assert_eq!(
+        d0.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+            .expect("ecc"),
+        0
+    );
+
+    let fields = d0
+        .field_values_for(&[
+            FieldId(82),
+            FieldId(83),
+            FieldId(186),
+            FieldId(4),
+            FieldId(9999),
+        ])
+        .expect("fields");
+    assert_eq!(fields.len(), 5);
+    let value = |i: usize| format!("{:?}", fields[i].as_ref().expect("field ok").value);
+    assert!(value(0).contains("65"), "{}", value(0));
+    assert!(value(1).contains("2500000"), "{}", value(1));
+    assert!(value(2).contains("250000"), "{}", value(2));
+    assert!(matches!(
+        fields[4].as_ref().map(|s| &s.value),
+        Ok(Err(NvmlError::NotSupported))
+    ));
+
+    let procs = d0.running_compute_processes().expect("procs");
+    assert_eq!(procs.len(), 1);
+    assert_eq!(procs[0].pid, 4242);
+    assert_eq!(procs[0].used_gpu_memory, UsedGpuMemory::Used(10240 << 20));
+    assert_eq!(nvml.sys_process_name(4242, 64).expect("name"), "python3");
+    assert!(matches!(
+        nvml.sys_process_name(1, 64),
+        Err(NvmlError::NotFound)
+    ));
+    let d1 = nvml.device_by_index(1).expect("gpu 1");
+    assert_eq!(d1.running_graphics_processes().expect("gfx").len(), 1);
+    assert_eq!(d1.running_compute_processes().expect("none").len(), 0);
+    assert!(matches!(d1.is_ecc_enabled(), Err(NvmlError::NotSupported)));
+    assert_eq!(d1.fan_speed(0).expect("fan"), 45);
+
+    // Xid 13 at t = 5 s is delivered once.
+    let set = nvml.create_event_set().expect("set");
+    let set = d0
+        .register_events(EventTypes::CRITICAL_XID_ERROR, set)
+        .expect("register");
+    let event = set.wait(100).expect("xid event");
+    assert_eq!(event.event_data, Some(XidError::Value(13)));
+    assert!(matches!(set.wait(50), Err(NvmlError::Timeout)));
+
+    // Call counting.
+    let count = unsafe { libloading::Library::new(library()) }.expect("load");
+    let total: libloading::Symbol<unsafe extern "C" fn() -> u64> =
+        unsafe { count.get(b"nvmlSimTotalCalls") }.expect("sym");
+    let one: libloading::Symbol<unsafe extern "C" fn(*const std::ffi::c_char) -> u64> =
+        unsafe { count.get(b"nvmlSimCallCount") }.expect("sym");
+    assert!(unsafe { total() } > 30);
+    assert!(unsafe { one(c"nvmlDeviceGetPowerUsage".as_ptr()) } >= 1);
+}
+
+fn faults() {
+    let nvml = open("builtin:faults", Some("70")).expect("init faults");
+    let lost = nvml
+        .device_by_index(1)
+        .expect("handle of a lost GPU still exists");
+    assert!(matches!(lost.utilization_rates(), Err(NvmlError::GpuLost)));
+    let d0 = nvml.device_by_index(0).expect("gpu 0");
+    assert!(matches!(d0.power_usage(), Err(NvmlError::NotSupported)));
+    assert!(d0.utilization_rates().is_ok());
+    let d3 = nvml.device_by_index(3).expect("gpu 3");
+    assert_eq!(
+        d3.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Aggregate)
+            .expect("ecc"),
+        1
+    );
+    let set = nvml.create_event_set().expect("set");
+    let set = nvml
+        .device_by_index(2)
+        .expect("gpu 2")
+        .register_events(EventTypes::CRITICAL_XID_ERROR, set)
+        .expect("reg");
+    assert_eq!(
+        set.wait(100).expect("xid 94").event_data,
+        Some(XidError::Value(94))
+    );
+}
+
+fn init_error() {
+    let dir = std::env::temp_dir().join(format!("nvml-sim-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join("broken.toml");
+    std::fs::write(
+        &path,
+        "name = \"x\"\n[init]\nerror = \"DRIVER_NOT_LOADED\"\n",
+    )
+    .expect("write");
+    assert!(matches!(
+        open(path.to_str().expect("utf8"), None),
+        Err(NvmlError::DriverNotLoaded)
+    ));
+    std::fs::write(&path, "name = \"x\"\n[[gpu]]\nbogus = 1\n").expect("write");
+    assert!(matches!(
+        open(path.to_str().expect("utf8"), None),
+        Err(NvmlError::Unknown)
+    ));
+}
+
+#[test]
+fn simulator_through_nvml_wrapper() {
+    golden();
+    faults();
+    init_error();
+}

@@ -1,0 +1,409 @@
+//! Configuration: a TOML file whose every field is optional.
+//!
+//! The file is parsed into raw types (`deny_unknown_fields`, values that need
+//! checking kept with their position), then validated into [`Config`]. Every
+//! problem is reported at once, each with file, line and field.
+
+mod raw;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+
+/// The default listen address. Port 9842: not used by dcgm-exporter (9400),
+/// nvidia_gpu_exporter (9835), Prometheus (9090) or node_exporter (9100).
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:9842";
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The HTTP server.
+    pub server: ServerConfig,
+    /// The sampler.
+    pub sampler: SamplerConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// HTTP server settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// Address and port /metrics listens on.
+    pub listen: SocketAddr,
+    /// Requests served at once; more wait for a slot.
+    pub max_connections: usize,
+    /// Longest a request may take, headers included.
+    pub request_timeout: Duration,
+}
+
+/// Sampling settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplerConfig {
+    /// Fast-tier period.
+    pub interval: Duration,
+    /// Slow-tier period (identity, ECC, PCIe, limits).
+    pub slow_interval: Duration,
+    /// Process-list period.
+    pub process_interval: Duration,
+    /// A sample running longer than this makes the agent not ready.
+    pub timeout: Duration,
+    /// NVML library to load; `None` for the system's `libnvidia-ml.so.1`.
+    pub nvml_library: Option<PathBuf>,
+    /// Where /proc is mounted (a host's /proc inside a container).
+    pub proc_root: PathBuf,
+    /// Host name to report; `None` for the machine's.
+    pub hostname: Option<String>,
+}
+
+impl SamplerConfig {
+    /// How old the served snapshot may get before the agent is not ready.
+    pub fn stale_after(&self) -> Duration {
+        self.interval + self.timeout
+    }
+}
+
+/// Log output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogConfig {
+    /// A `tracing` filter, e.g. "info" or "gpuwatch=debug".
+    pub level: String,
+    /// Plain text or JSON lines.
+    pub format: LogFormat,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable text.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::from_raw(raw::RawConfig::default(), "<defaults>", "")
+            .unwrap_or_else(|_| unreachable!("the defaults are valid"))
+    }
+}
+
+/// One thing wrong with a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file.
+    pub file: String,
+    /// 1-based line, where known.
+    pub line: Option<usize>,
+    /// 1-based column, where known.
+    pub column: Option<usize>,
+    /// Dotted field path, e.g. "sampler.interval".
+    pub field: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        if self.field.is_empty() {
+            write!(f, ": {}", self.message)
+        } else {
+            write!(f, ": {}: {}", self.field, self.message)
+        }
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read the configuration file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file has problems; all of them are listed.
+    #[error("{}", list(.0))]
+    Invalid(Vec<Problem>),
+}
+
+fn list(problems: &[Problem]) -> String {
+    let lines: Vec<String> = problems.iter().map(Problem::to_string).collect();
+    format!(
+        "the configuration has {} problem{}:\n  {}",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" },
+        lines.join("\n  ")
+    )
+}
+
+impl Config {
+    /// Loads `path`, or the defaults when there is no file.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Config::default());
+        };
+        let source = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&source, &path.display().to_string())
+    }
+
+    /// Parses and validates `source`; `file` names it in errors.
+    pub fn parse(source: &str, file: &str) -> Result<Config, ConfigError> {
+        let raw: raw::RawConfig = toml::from_str(source).map_err(|error| {
+            let span = error.span();
+            let (line, column) = span.as_ref().map(|s| line_column(source, s.start)).unzip();
+            let field = span
+                .and_then(|s| source.get(s))
+                .filter(|t| !t.contains('\n') && t.len() < 64)
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            ConfigError::Invalid(vec![Problem {
+                file: file.to_string(),
+                line,
+                column,
+                field,
+                message: error.message().trim().to_string(),
+            }])
+        })?;
+        Config::from_raw(raw, file, source).map_err(ConfigError::Invalid)
+    }
+
+    fn from_raw(raw: raw::RawConfig, file: &str, source: &str) -> Result<Config, Vec<Problem>> {
+        let mut v = Validator {
+            file,
+            source,
+            problems: Vec::new(),
+        };
+        let server = raw.server.unwrap_or_default();
+        let sampler = raw.sampler.unwrap_or_default();
+        let log = raw.log.unwrap_or_default();
+        let listen = v.address("server.listen", server.listen.as_ref(), DEFAULT_LISTEN);
+        let max_connections = match &server.max_connections {
+            Some(n) if *n.get_ref() == 0 => {
+                v.problem(
+                    "server.max_connections",
+                    Some(n.span()),
+                    "must be at least 1",
+                );
+                1
+            }
+            Some(n) => *n.get_ref(),
+            None => 64,
+        };
+        let request_timeout = v.duration(
+            "server.request_timeout",
+            server.request_timeout.as_ref(),
+            "10s",
+            Duration::from_millis(100),
+        );
+        let interval = v.duration(
+            "sampler.interval",
+            sampler.interval.as_ref(),
+            "1s",
+            Duration::from_millis(100),
+        );
+        let slow_interval = v.duration(
+            "sampler.slow_interval",
+            sampler.slow_interval.as_ref(),
+            "30s",
+            Duration::from_millis(100),
+        );
+        let process_interval = v.duration(
+            "sampler.process_interval",
+            sampler.process_interval.as_ref(),
+            "5s",
+            Duration::from_millis(100),
+        );
+        let timeout = v.duration(
+            "sampler.timeout",
+            sampler.timeout.as_ref(),
+            "10s",
+            Duration::from_millis(100),
+        );
+        for (name, value, field) in [
+            (
+                "sampler.slow_interval",
+                slow_interval,
+                &sampler.slow_interval,
+            ),
+            (
+                "sampler.process_interval",
+                process_interval,
+                &sampler.process_interval,
+            ),
+        ] {
+            if value < interval {
+                let span = field.as_ref().map(Spanned::span);
+                v.problem(
+                    name,
+                    span,
+                    &format!(
+                        "must not be shorter than sampler.interval ({})",
+                        humantime::format_duration(interval)
+                    ),
+                );
+            }
+        }
+        let format = match log
+            .format
+            .as_ref()
+            .map(|f| (f.get_ref().as_str(), f.span()))
+        {
+            None | Some(("text", _)) => LogFormat::Text,
+            Some(("json", _)) => LogFormat::Json,
+            Some((other, span)) => {
+                v.problem(
+                    "log.format",
+                    Some(span),
+                    &format!("\"{other}\" is not a log format; use \"text\" or \"json\""),
+                );
+                LogFormat::Text
+            }
+        };
+        let level = match &log.level {
+            Some(level) => {
+                if tracing_subscriber::EnvFilter::try_new(level.get_ref()).is_err() {
+                    v.problem("log.level", Some(level.span()), &format!(
+                        "\"{}\" is not a log filter; use a level such as \"info\" or \"debug\", or a filter such as \"gpuwatch=debug\"",
+                        level.get_ref()
+                    ));
+                }
+                level.get_ref().clone()
+            }
+            None => "info".to_string(),
+        };
+        if !v.problems.is_empty() {
+            return Err(v.problems);
+        }
+        Ok(Config {
+            server: ServerConfig {
+                listen,
+                max_connections,
+                request_timeout,
+            },
+            sampler: SamplerConfig {
+                interval,
+                slow_interval,
+                process_interval,
+                timeout,
+                nvml_library: sampler.nvml_library,
+                proc_root: sampler.proc_root.unwrap_or_else(|| PathBuf::from("/proc")),
+                hostname: sampler.hostname.filter(|h| !h.trim().is_empty()),
+            },
+            log: LogConfig { level, format },
+        })
+    }
+}
+
+struct Validator<'a> {
+    file: &'a str,
+    source: &'a str,
+    problems: Vec<Problem>,
+}
+
+impl Validator<'_> {
+    fn problem(&mut self, field: &str, span: Option<std::ops::Range<usize>>, message: &str) {
+        let (line, column) = span.map(|s| line_column(self.source, s.start)).unzip();
+        self.problems.push(Problem {
+            file: self.file.to_string(),
+            line,
+            column,
+            field: field.to_string(),
+            message: message.to_string(),
+        });
+    }
+
+    fn duration(
+        &mut self,
+        field: &str,
+        value: Option<&Spanned<String>>,
+        default: &str,
+        min: Duration,
+    ) -> Duration {
+        let fallback = humantime::parse_duration(default).unwrap_or(min);
+        let Some(value) = value else {
+            return fallback;
+        };
+        match humantime::parse_duration(value.get_ref()) {
+            Ok(d) if d >= min => d,
+            Ok(_) => {
+                self.problem(
+                    field,
+                    Some(value.span()),
+                    &format!(
+                        "\"{}\" is too short; use at least {}",
+                        value.get_ref(),
+                        humantime::format_duration(min)
+                    ),
+                );
+                fallback
+            }
+            Err(error) => {
+                self.problem(
+                    field,
+                    Some(value.span()),
+                    &format!(
+                    "\"{}\" is not a duration ({error}); write it like \"1s\", \"500ms\" or \"2m\"",
+                    value.get_ref()
+                ),
+                );
+                fallback
+            }
+        }
+    }
+
+    fn address(
+        &mut self,
+        field: &str,
+        value: Option<&Spanned<String>>,
+        default: &str,
+    ) -> SocketAddr {
+        let fallback = SocketAddr::from(([0, 0, 0, 0], 9842));
+        let text = value.map(|v| v.get_ref().as_str()).unwrap_or(default);
+        match parse_listen(text) {
+            Ok(address) => address,
+            Err(message) => {
+                self.problem(field, value.map(Spanned::span), &message);
+                fallback
+            }
+        }
+    }
+}
+
+/// Parses a listen address: "HOST:PORT", "[::1]:PORT", or ":PORT" for all
+/// interfaces.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let full = if text.starts_with(':') {
+        format!("0.0.0.0{text}")
+    } else {
+        text.to_string()
+    };
+    full.parse().map_err(|_| {
+        format!("\"{text}\" is not a listen address; write it like \"0.0.0.0:9842\", \"127.0.0.1:9842\", \"[::]:9842\" or \":9842\"")
+    })
+}
+
+fn line_column(source: &str, offset: usize) -> (usize, usize) {
+    let before = &source[..offset.min(source.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,61 @@
+//! The configuration file as written: every field optional, unknown fields
+//! rejected, values that need checking kept with their position.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// `[server]`.
+    pub server: Option<RawServer>,
+    /// `[sampler]`.
+    pub sampler: Option<RawSampler>,
+    /// `[log]`.
+    pub log: Option<RawLog>,
+}
+
+/// `[server]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    /// Listen address.
+    pub listen: Option<Spanned<String>>,
+    /// Concurrent requests.
+    pub max_connections: Option<Spanned<usize>>,
+    /// Request time limit.
+    pub request_timeout: Option<Spanned<String>>,
+}
+
+/// `[sampler]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSampler {
+    /// Fast-tier period.
+    pub interval: Option<Spanned<String>>,
+    /// Slow-tier period.
+    pub slow_interval: Option<Spanned<String>>,
+    /// Process-list period.
+    pub process_interval: Option<Spanned<String>>,
+    /// Sample time limit.
+    pub timeout: Option<Spanned<String>>,
+    /// NVML library path.
+    pub nvml_library: Option<PathBuf>,
+    /// /proc mount point.
+    pub proc_root: Option<PathBuf>,
+    /// Host name override.
+    pub hostname: Option<String>,
+}
+
+/// `[log]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    /// Filter.
+    pub level: Option<Spanned<String>>,
+    /// "text" or "json".
+    pub format: Option<Spanned<String>>,
+}

@@ -1,0 +1,82 @@
+use super::*;
+
+#[test]
+fn empty_file_gives_defaults() {
+    let config = Config::parse("", "empty.toml").expect("empty is valid");
+    assert_eq!(config, Config::default());
+    assert_eq!(config.server.listen.port(), 9842);
+    assert_eq!(config.sampler.interval, Duration::from_secs(1));
+    assert_eq!(config.sampler.slow_interval, Duration::from_secs(30));
+    assert_eq!(config.sampler.process_interval, Duration::from_secs(5));
+    assert_eq!(config.sampler.stale_after(), Duration::from_secs(11));
+}
+
+#[test]
+fn the_example_file_parses_and_matches_the_defaults() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/gpuwatch.example.toml");
+    let config = Config::load(Some(Path::new(path))).expect("the example is valid");
+    assert_eq!(config.sampler, Config::default().sampler);
+    assert_eq!(config.server, Config::default().server);
+}
+
+#[test]
+fn every_problem_is_reported_with_line_and_field() {
+    let source = "[server]\nlisten = \"nope\"\n\n[sampler]\ninterval = \"fast\"\nslow_interval = \"10ms\"\n\n[log]\nformat = \"xml\"\n";
+    let Err(ConfigError::Invalid(problems)) = Config::parse(source, "bad.toml") else {
+        panic!("expected problems");
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(problems.len(), 4, "{text:#?}");
+    assert!(
+        text[0].starts_with("bad.toml:2:10: server.listen: \"nope\" is not a listen address"),
+        "{}",
+        text[0]
+    );
+    assert!(
+        text[1].starts_with("bad.toml:5:12: sampler.interval: \"fast\" is not a duration"),
+        "{}",
+        text[1]
+    );
+    assert!(
+        text[2].starts_with("bad.toml:6:17: sampler.slow_interval: \"10ms\" is too short"),
+        "{}",
+        text[2]
+    );
+    assert!(
+        text[3].starts_with("bad.toml:9:10: log.format: \"xml\" is not a log format"),
+        "{}",
+        text[3]
+    );
+}
+
+#[test]
+fn unknown_fields_are_rejected_with_their_line() {
+    let source = "[sampler]\ninterval = \"2s\"\nintervall = \"3s\"\n";
+    let Err(ConfigError::Invalid(problems)) = Config::parse(source, "typo.toml") else {
+        panic!("expected a problem");
+    };
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].line, Some(3));
+    assert_eq!(problems[0].field, "intervall");
+    assert!(
+        problems[0].message.contains("unknown field `intervall`"),
+        "{}",
+        problems[0].message
+    );
+}
+
+#[test]
+fn listen_accepts_a_bare_port() {
+    assert_eq!(parse_listen(":9000").expect("valid").port(), 9000);
+    assert!(parse_listen("[::1]:9000").expect("valid").is_ipv6());
+    assert!(parse_listen("localhost").is_err());
+}
+
+#[test]
+fn a_missing_file_names_the_path() {
+    let error = Config::load(Some(Path::new("/nonexistent/gpuwatch.toml"))).expect_err("missing");
+    assert!(
+        error.to_string().contains("/nonexistent/gpuwatch.toml"),
+        "{error}"
+    );
+}

@@ -1,0 +1,85 @@
+//! A thin layer over `prometheus_client`'s descriptor encoder: one call
+//! encodes a whole family from a list of series, and an empty family is left
+//! out (absent is not zero).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Unit;
+
+/// A label set: keys are static, values borrow from the snapshot where they can.
+pub type Labels<'a> = Vec<(&'static str, Cow<'a, str>)>;
+
+/// One family's samples, gathered before encoding.
+pub struct Family<'a> {
+    name: &'static str,
+    help: &'static str,
+    unit: Option<Unit>,
+    kind: MetricType,
+    series: Vec<(Labels<'a>, f64)>,
+}
+
+impl<'a> Family<'a> {
+    /// A gauge family.
+    pub fn gauge(name: &'static str, help: &'static str, unit: Option<Unit>) -> Self {
+        Family {
+            name,
+            help,
+            unit,
+            kind: MetricType::Gauge,
+            series: Vec::new(),
+        }
+    }
+
+    /// A counter family (the encoder appends `_total`).
+    pub fn counter(name: &'static str, help: &'static str, unit: Option<Unit>) -> Self {
+        Family {
+            kind: MetricType::Counter,
+            ..Family::gauge(name, help, unit)
+        }
+    }
+
+    /// Adds one series.
+    pub fn push(&mut self, labels: Labels<'a>, value: f64) {
+        self.series.push((labels, value));
+    }
+
+    /// Adds one series when the value is known.
+    pub fn push_some(&mut self, labels: Labels<'a>, value: Option<f64>) {
+        if let Some(value) = value {
+            self.push(labels, value);
+        }
+    }
+
+    /// Writes the family; nothing when it has no series.
+    pub fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+        if self.series.is_empty() {
+            return Ok(());
+        }
+        let mut family =
+            encoder.encode_descriptor(self.name, self.help, self.unit.as_ref(), self.kind)?;
+        for (labels, value) in &self.series {
+            let metric = family.encode_family(labels)?;
+            match self.kind {
+                MetricType::Counter => ConstCounter::new(*value).encode(metric)?,
+                _ => ConstGauge::new(*value).encode(metric)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `Unit::Other` for units prometheus_client has no variant for.
+pub fn unit(name: &str) -> Option<Unit> {
+    Some(match name {
+        "bytes" => Unit::Bytes,
+        "celsius" => Unit::Celsius,
+        "joules" => Unit::Joules,
+        "seconds" => Unit::Seconds,
+        other => Unit::Other(other.to_string()),
+    })
+}

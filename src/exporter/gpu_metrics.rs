@@ -1,0 +1,265 @@
+//! The per-GPU metric families, encoded from a snapshot.
+//!
+//! Every GPU series carries `gpu` (NVML index) and `uuid`; everything else
+//! that identifies a GPU is on `gpuwatch_gpu_info`, to be joined in PromQL.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use prometheus_client::encoding::DescriptorEncoder;
+
+use crate::gpu::reasons::CLOCK_EVENT_REASONS;
+use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus, Snapshot};
+
+use super::families::{unit, Family, Labels};
+
+fn ids(gpu: &GpuSnapshot) -> Labels<'_> {
+    vec![
+        ("gpu", Cow::Owned(gpu.index.to_string())),
+        ("uuid", Cow::Borrowed(gpu.uuid.as_str())),
+    ]
+}
+
+fn with<'a>(
+    mut labels: Labels<'a>,
+    key: &'static str,
+    value: impl Into<Cow<'a, str>>,
+) -> Labels<'a> {
+    labels.push((key, value.into()));
+    labels
+}
+
+fn flag(value: bool) -> f64 {
+    if value {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// Encodes every per-GPU family of `snapshot`.
+pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
+    let mut f = Families::new();
+    for gpu in &snapshot.gpus {
+        f.add(snapshot, gpu);
+    }
+    f.encode(encoder)
+}
+
+macro_rules! families {
+    ($( $field:ident: $kind:ident($name:literal, $help:literal, $unit:expr) ),* $(,)?) => {
+        struct Families<'a> { $( $field: Family<'a>, )* }
+        impl<'a> Families<'a> {
+            fn new() -> Self {
+                Families { $( $field: Family::$kind($name, $help, $unit), )* }
+            }
+            fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+                $( self.$field.encode(encoder)?; )*
+                Ok(())
+            }
+        }
+    };
+}
+
+families! {
+    info: gauge("gpu_info", "Identity of each GPU (value 1); join on gpu and uuid.", None),
+    up: gauge("gpu_up", "Whether the GPU answered on the last sample (1) or is lost (0).", None),
+    lost: gauge("gpu_lost", "Set (1) while a GPU is lost, with the NVML error as reason.", None),
+    util_gpu: gauge("gpu_utilization", "Share of the last sample period in which a kernel ran on the GPU.", unit("ratio")),
+    util_mem: gauge("memory_utilization", "Share of the last sample period in which device memory was read or written.", unit("ratio")),
+    mem_total: gauge("memory_total", "Installed frame buffer memory.", unit("bytes")),
+    mem_used: gauge("memory_used", "Allocated frame buffer memory.", unit("bytes")),
+    mem_free: gauge("memory_free", "Unallocated frame buffer memory.", unit("bytes")),
+    mem_reserved: gauge("memory_reserved", "Frame buffer memory reserved by the driver.", unit("bytes")),
+    temp_gpu: gauge("gpu_temperature", "GPU die temperature.", unit("celsius")),
+    temp_mem: gauge("memory_temperature", "Memory (HBM) temperature.", unit("celsius")),
+    temp_threshold: gauge("temperature_threshold", "Temperature thresholds the GPU reports: slowdown, shutdown, gpu_max, memory_max.", unit("celsius")),
+    power: gauge("power_usage", "Power draw.", unit("watts")),
+    power_limit: gauge("power_limit", "Enforced power limit.", unit("watts")),
+    power_default_limit: gauge("power_default_limit", "Default power limit.", unit("watts")),
+    energy: counter("energy_consumption", "Energy used since the driver was loaded.", unit("joules")),
+    clock: gauge("clock", "Current clock frequency, by clock (sm, memory).", unit("hertz")),
+    clock_max: gauge("clock_max", "Maximum clock frequency, by clock (sm, memory).", unit("hertz")),
+    event_active: gauge("clock_event_active", "Whether a clock-event (throttle) reason is active (1) or not (0).", None),
+    event_seconds: counter("clock_event_duration", "Time clocks were held down by a reason, where NVML counts it.", unit("seconds")),
+    pstate: gauge("performance_state", "Performance state: 0 is maximum performance, 15 minimum.", None),
+    fan: gauge("fan_speed", "Fan speed as a share of its maximum, by fan.", unit("ratio")),
+    pcie_gen: gauge("pcie_link_generation", "Current PCIe link generation.", None),
+    pcie_width: gauge("pcie_link_width", "Current PCIe link width in lanes.", None),
+    pcie_max_gen: gauge("pcie_link_max_generation", "Maximum PCIe link generation.", None),
+    pcie_max_width: gauge("pcie_link_max_width", "Maximum PCIe link width in lanes.", None),
+    ecc_enabled: gauge("ecc_enabled", "Whether ECC is enabled (1) or not (0).", None),
+    ecc_errors: counter("ecc_errors", "ECC errors by type (corrected, uncorrected) and counter (volatile: since driver load; aggregate: lifetime).", None),
+    retired: gauge("retired_pages", "Memory pages retired, by cause (single_bit, double_bit).", None),
+    retired_pending: gauge("retired_pages_pending", "Whether a page retirement waits for a reboot (1) or not (0).", None),
+    remapped: gauge("remapped_rows", "Memory rows remapped, by cause (correctable, uncorrectable).", None),
+    remap_pending: gauge("remapped_rows_pending", "Whether a row remap waits for a GPU reset (1) or not (0).", None),
+    remap_failure: gauge("remapped_rows_failure", "Whether a row remap has failed (1) or not (0).", None),
+    xid: counter("xid_errors", "Xid critical errors reported by the driver since the agent started, by Xid code.", None),
+    xid_last: gauge("xid_last_seen_timestamp", "When an Xid code was last reported.", unit("seconds")),
+    encoder: gauge("encoder_utilization", "Video encoder utilization.", unit("ratio")),
+    decoder: gauge("decoder_utilization", "Video decoder utilization.", unit("ratio")),
+    compute_mode: gauge("compute_mode", "The GPU's compute mode (value 1), by mode.", None),
+    mig: gauge("mig_enabled", "Whether MIG mode is enabled (1) or not (0).", None),
+    processes: gauge("gpu_processes", "Processes with a context on the GPU.", None),
+    process_memory: gauge("process_memory_used", "GPU memory used by a process.", unit("bytes")),
+    groups: gauge("collector_success", "Whether a field group was read without error on its last read (1) or not (0).", None),
+}
+
+impl<'a> Families<'a> {
+    fn add(&mut self, snapshot: &'a Snapshot, gpu: &'a GpuSnapshot) {
+        let id = || ids(gpu);
+        let identity = &gpu.identity;
+        let mut info = id();
+        let text = |v: &'a Option<String>| Cow::Borrowed(v.as_deref().unwrap_or(""));
+        info.push(("name", text(&identity.name)));
+        info.push(("serial", text(&identity.serial)));
+        info.push(("pci_bus_id", text(&identity.pci_bus_id)));
+        info.push(("driver_version", text(&snapshot.system.driver_version)));
+        info.push(("cuda_version", text(&snapshot.system.cuda_driver_version)));
+        self.info.push(info, 1.0);
+        self.up.push(id(), flag(gpu.is_up()));
+        if let GpuStatus::Lost { reason } = &gpu.status {
+            self.lost.push(with(id(), "reason", reason.as_str()), 1.0);
+        }
+        for (group, ok) in &gpu.groups {
+            self.groups
+                .push(with(id(), "group", group.as_str()), flag(*ok));
+        }
+        self.add_readings(gpu);
+        self.add_health(gpu);
+        for xid in gpu.xid_errors.iter() {
+            let labels = with(id(), "xid", xid.code.to_string());
+            self.xid.push(labels.clone(), xid.count as f64);
+            self.xid_last.push(labels, unix_seconds_f64(xid.last_seen));
+        }
+        if gpu.is_up() {
+            self.processes.push(id(), gpu.processes.len() as f64);
+        }
+        for p in gpu.processes.iter() {
+            let mut labels = with(id(), "pid", p.pid.to_string());
+            labels.push((
+                "process_name",
+                Cow::Borrowed(p.name.as_deref().unwrap_or("")),
+            ));
+            labels.push(("type", Cow::Borrowed(p.kind.as_str())));
+            self.process_memory
+                .push_some(labels, p.used_memory_bytes.map(|b| b as f64));
+        }
+    }
+
+    fn add_readings(&mut self, gpu: &'a GpuSnapshot) {
+        let id = || ids(gpu);
+        let r = &gpu.readings;
+        let identity = &gpu.identity;
+        self.util_gpu.push_some(id(), r.utilization_gpu_ratio);
+        self.util_mem.push_some(id(), r.utilization_memory_ratio);
+        if let Some(m) = &r.memory {
+            self.mem_total.push(id(), m.total_bytes as f64);
+            self.mem_used.push(id(), m.used_bytes as f64);
+            self.mem_free.push(id(), m.free_bytes as f64);
+            self.mem_reserved.push(id(), m.reserved_bytes as f64);
+        }
+        self.temp_gpu.push_some(id(), r.temperature_gpu_celsius);
+        self.temp_mem.push_some(id(), r.temperature_memory_celsius);
+        for (name, value) in [
+            ("slowdown", identity.temperature_slowdown_celsius),
+            ("shutdown", identity.temperature_shutdown_celsius),
+            ("gpu_max", identity.temperature_gpu_max_celsius),
+            ("memory_max", identity.temperature_memory_max_celsius),
+        ] {
+            self.temp_threshold
+                .push_some(with(id(), "threshold", name), value);
+        }
+        self.power.push_some(id(), r.power_watts);
+        self.energy.push_some(id(), r.energy_joules);
+        self.clock
+            .push_some(with(id(), "clock", "sm"), r.sm_clock_hertz);
+        self.clock
+            .push_some(with(id(), "clock", "memory"), r.memory_clock_hertz);
+        self.clock_max
+            .push_some(with(id(), "clock", "sm"), identity.max_sm_clock_hertz);
+        self.clock_max.push_some(
+            with(id(), "clock", "memory"),
+            identity.max_memory_clock_hertz,
+        );
+        if let Some(mask) = r.clock_event_reasons {
+            for reason in CLOCK_EVENT_REASONS {
+                self.event_active.push(
+                    with(id(), "reason", reason.name),
+                    flag(mask & reason.bit != 0),
+                );
+            }
+        }
+        for (name, seconds) in &r.clock_event_seconds {
+            self.event_seconds
+                .push(with(id(), "reason", *name), *seconds);
+        }
+        self.pcie_max_gen
+            .push_some(id(), identity.pcie_max_link_gen.map(f64::from));
+        self.pcie_max_width
+            .push_some(id(), identity.pcie_max_link_width.map(f64::from));
+    }
+
+    fn add_health(&mut self, gpu: &'a GpuSnapshot) {
+        if !gpu.is_up() {
+            return;
+        }
+        let id = || ids(gpu);
+        let h = &gpu.health;
+        let count = |v: Option<u64>| v.map(|c| c as f64);
+        let bit = |v: Option<bool>| v.map(flag);
+        self.power_limit.push_some(id(), h.power_limit_watts);
+        self.power_default_limit
+            .push_some(id(), h.power_default_limit_watts);
+        self.pstate
+            .push_some(id(), h.performance_state.map(f64::from));
+        for (fan, speed) in h.fan_speed_ratio.iter().enumerate() {
+            self.fan
+                .push_some(with(id(), "fan", fan.to_string()), *speed);
+        }
+        self.pcie_gen
+            .push_some(id(), h.pcie_link_gen.map(f64::from));
+        self.pcie_width
+            .push_some(id(), h.pcie_link_width.map(f64::from));
+        self.ecc_enabled.push_some(id(), bit(h.ecc_enabled));
+        for (kind, counter, value) in [
+            ("corrected", "volatile", h.ecc.corrected_volatile),
+            ("uncorrected", "volatile", h.ecc.uncorrected_volatile),
+            ("corrected", "aggregate", h.ecc.corrected_aggregate),
+            ("uncorrected", "aggregate", h.ecc.uncorrected_aggregate),
+        ] {
+            let mut labels = with(id(), "type", kind);
+            labels.push(("counter", Cow::Borrowed(counter)));
+            self.ecc_errors.push_some(labels, count(value));
+        }
+        self.retired.push_some(
+            with(id(), "cause", "single_bit"),
+            count(h.retired_pages_single_bit),
+        );
+        self.retired.push_some(
+            with(id(), "cause", "double_bit"),
+            count(h.retired_pages_double_bit),
+        );
+        self.retired_pending
+            .push_some(id(), bit(h.retired_pages_pending));
+        self.remapped.push_some(
+            with(id(), "cause", "correctable"),
+            count(h.remapped_rows_correctable),
+        );
+        self.remapped.push_some(
+            with(id(), "cause", "uncorrectable"),
+            count(h.remapped_rows_uncorrectable),
+        );
+        self.remap_pending
+            .push_some(id(), bit(h.remapped_rows_pending));
+        self.remap_failure
+            .push_some(id(), bit(h.remapped_rows_failure));
+        self.encoder.push_some(id(), h.encoder_utilization_ratio);
+        self.decoder.push_some(id(), h.decoder_utilization_ratio);
+        if let Some(mode) = h.compute_mode {
+            self.compute_mode.push(with(id(), "mode", mode), 1.0);
+        }
+        self.mig.push_some(id(), bit(h.mig_enabled));
+    }
+}

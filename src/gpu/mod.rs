@@ -1,0 +1,8 @@
+//! GPU data: the snapshot types that every component reads, the clock-event
+//! reason table, and the NVML adapter — the only code that calls NVML.
+
+pub mod nvml;
+pub mod reasons;
+pub mod snapshot;
+
+pub use snapshot::*;

@@ -1,0 +1,122 @@
+//! The HTTP server: /metrics, /-/healthy, /-/ready, /api/v1/snapshot and a
+//! landing page at /.
+//!
+//! `serve(listener, ..., shutdown)`: the caller binds the socket and owns
+//! shutdown, so tests bind 127.0.0.1:0 and talk real TCP. Connections are
+//! bounded by a semaphore, headers by size and time, and every request by a
+//! timeout. A scrape renders the latest snapshot; it never waits on NVML.
+
+mod landing;
+mod routes;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tracing::{debug, warn};
+
+use crate::exporter::Exporter;
+use crate::sampler::{Progress, SnapshotReceiver};
+
+pub use routes::Readiness;
+
+/// What the handlers read.
+#[derive(Debug)]
+pub struct HttpState {
+    /// Encodes /metrics.
+    pub exporter: Exporter,
+    /// The latest snapshot, for readiness, the landing page and the API.
+    pub snapshots: SnapshotReceiver,
+    /// Snapshot age beyond which the agent is not ready.
+    pub stale_after: Duration,
+    /// The sampler's tick progress, to explain a stall.
+    pub progress: Arc<Progress>,
+}
+
+/// Limits of the server.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerLimits {
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// Per-request time limit, header reading included.
+    pub request_timeout: Duration,
+}
+
+/// Largest request head accepted (request line + headers).
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// Serves until `shutdown` turns true, then lets open requests finish (for at
+/// most the request timeout).
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<HttpState>,
+    limits: ServerLimits,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    loop {
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait, don't spin.
+                    warn!(error = %error, "Cannot accept a connection.");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let state = state.clone();
+        let timeout = limits.request_timeout;
+        let service = service_fn(move |request| {
+            let state = state.clone();
+            async move {
+                let response =
+                    match tokio::time::timeout(timeout, routes::handle(&state, &request)).await {
+                        Ok(response) => response,
+                        Err(_) => routes::text(
+                            hyper::StatusCode::SERVICE_UNAVAILABLE,
+                            "request timed out\n",
+                        ),
+                    };
+                Ok::<_, Infallible>(response)
+            }
+        });
+        let connection = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(timeout)
+            .max_buf_size(MAX_HEAD_BYTES)
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                debug!(peer = %peer, error = %error, "Connection ended with an error.");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(limits.request_timeout) => {
+            warn!("Some connections were still open at shutdown; closing them.");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,30 @@
+//! gpuwatch: a per-node NVIDIA GPU monitoring agent.
+//!
+//! # A tour
+//! Data flows one way:
+//!
+//! ```text
+//! NVML ──▶ sampler thread ──▶ Arc<Snapshot> (watch: latest wins) ──▶ exporter (/metrics)
+//! ```
+//!
+//! - [`gpu`]: the snapshot types every component reads, and the NVML adapter
+//!   (`gpu::nvml`), the only module that talks to NVML.
+//! - [`sampler`]: the thread that owns NVML, reads the GPUs on fast, slow and
+//!   process tiers, counts Xid events on a second thread, and publishes each
+//!   snapshot. A watchdog notices a hung driver.
+//! - [`exporter`]: encodes the latest snapshot as Prometheus metrics.
+//! - [`http`]: the hyper server for /metrics, health, readiness and a landing page.
+//! - [`config`]: the TOML configuration, validated with file/line/field errors.
+//! - [`sim`]: finding the NVML simulator library and its scenarios, for
+//!   `--simulate`.
+//! - [`status`]: the `gpuwatch status` table.
+//! - [`app`]: the commands, as the binary runs them.
+
+pub mod app;
+pub mod config;
+pub mod exporter;
+pub mod gpu;
+pub mod http;
+pub mod sampler;
+pub mod sim;
+pub mod status;

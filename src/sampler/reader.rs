@@ -1,0 +1,231 @@
+//! One pass over every GPU: turns NVML readings into a [`Snapshot`].
+//!
+//! The reader keeps what the slow tiers last read (identity, health,
+//! processes) and re-uses it on fast ticks, so a snapshot is always complete.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use crate::gpu::nvml::{Driver, GpuDevice, Tally};
+use crate::gpu::{
+    CollectionStats, FastReadings, FieldGroup, GpuIdentity, GpuProcess, GpuSnapshot, GpuStatus,
+    SlowReadings, Snapshot, SystemInfo, XidCount,
+};
+
+use super::procnames::ProcessNames;
+use super::xid::XidTable;
+
+/// Which tiers a tick reads besides the fast one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tiers {
+    /// Identity and health counters.
+    pub slow: bool,
+    /// The process lists.
+    pub processes: bool,
+}
+
+impl Tiers {
+    /// Every tier: the first tick, and `gpuwatch status`.
+    pub const ALL: Tiers = Tiers {
+        slow: true,
+        processes: true,
+    };
+}
+
+struct GpuSlot<'d> {
+    device: GpuDevice<'d>,
+    uuid: String,
+    identity: Arc<GpuIdentity>,
+    health: Arc<SlowReadings>,
+    processes: Arc<Vec<GpuProcess>>,
+    groups: BTreeMap<FieldGroup, bool>,
+}
+
+/// Reads all GPUs of one NVML session.
+pub struct NodeReader<'d> {
+    driver: &'d Driver,
+    hostname: String,
+    system: Arc<SystemInfo>,
+    slots: Vec<GpuSlot<'d>>,
+    /// GPUs NVML counts but gives no handle for, with the error's name.
+    missing: Vec<(u32, String)>,
+    names: ProcessNames,
+    tally: Tally,
+    ticks: u64,
+}
+
+impl<'d> NodeReader<'d> {
+    /// Enumerates the GPUs of `driver`.
+    pub fn new(driver: &'d Driver, hostname: String, names: ProcessNames) -> Self {
+        let mut tally = Tally::default();
+        let count = driver.device_count(&mut tally).unwrap_or(0);
+        let mut reader = NodeReader {
+            driver,
+            hostname,
+            system: Arc::default(),
+            slots: Vec::with_capacity(count as usize),
+            missing: Vec::new(),
+            names,
+            tally,
+            ticks: 0,
+        };
+        for index in 0..count {
+            reader.attach(index);
+        }
+        reader
+    }
+
+    /// Gets a handle for GPU `index`; a GPU that gives none is kept as
+    /// missing (reported lost) and retried on the slow tier.
+    fn attach(&mut self, index: u32) {
+        self.tally.begin_gpu(index);
+        match self.driver.device(index, &mut self.tally) {
+            Ok(device) => {
+                let uuid = device.uuid(&mut self.tally).unwrap_or_default();
+                let slot = GpuSlot {
+                    device,
+                    uuid,
+                    identity: Arc::default(),
+                    health: Arc::default(),
+                    processes: Arc::default(),
+                    groups: BTreeMap::new(),
+                };
+                let at = self.slots.partition_point(|s| s.device.index() < index);
+                self.slots.insert(at, slot);
+            }
+            Err(reason) => self.missing.push((index, reason)),
+        }
+    }
+
+    /// The NVML indices of the GPUs this reader found.
+    pub fn indices(&self) -> Vec<u32> {
+        self.slots.iter().map(|s| s.device.index()).collect()
+    }
+
+    /// How many GPUs NVML counted, those without a handle included.
+    pub fn gpu_count(&self) -> usize {
+        self.slots.len() + self.missing.len()
+    }
+
+    /// Set when NVML stopped working as a whole; the session should restart.
+    pub fn driver_failure(&self) -> Option<&str> {
+        self.tally.driver_failed.as_deref()
+    }
+
+    /// Whether NVML now reports a different number of GPUs than were enumerated.
+    pub fn device_count_changed(&mut self) -> bool {
+        match self.driver.device_count(&mut self.tally) {
+            Some(count) => count as usize != self.gpu_count(),
+            None => false,
+        }
+    }
+
+    /// Reads every GPU and returns the snapshot.
+    pub fn tick(&mut self, tiers: Tiers, xid: Option<&XidTable>) -> Snapshot {
+        let started = Instant::now();
+        let taken_at = SystemTime::now();
+        if tiers.slow {
+            self.system = Arc::new(self.driver.system_info(&mut self.tally));
+            for (index, _) in std::mem::take(&mut self.missing) {
+                self.attach(index);
+            }
+        }
+        let xid_counts = xid.map(XidTable::counts).unwrap_or_default();
+        let mut gpus = Vec::with_capacity(self.slots.len());
+        for slot in &mut self.slots {
+            let index = slot.device.index();
+            self.tally.begin_gpu(index);
+            if slot.uuid.is_empty() {
+                slot.uuid = slot.device.uuid(&mut self.tally).unwrap_or_default();
+            }
+            if tiers.slow {
+                let (identity, health) = slot.device.read_slow(&mut self.tally);
+                if *slot.identity != identity {
+                    slot.identity = Arc::new(slot.identity.updated_with(identity));
+                }
+                if self.tally.lost.is_none() {
+                    slot.health = Arc::new(health);
+                }
+            }
+            let readings = if self.tally.lost.is_none() {
+                slot.device.read_fast(&mut self.tally)
+            } else {
+                FastReadings::default()
+            };
+            if tiers.processes && self.tally.lost.is_none() {
+                if let Some(mut list) = slot.device.read_processes(&mut self.tally) {
+                    let driver = self.driver;
+                    for process in &mut list {
+                        process.name = self.names.name(process.pid, |pid| driver.process_name(pid));
+                    }
+                    slot.processes = Arc::new(list);
+                }
+            }
+            let status = match &self.tally.lost {
+                Some(reason) => GpuStatus::Lost {
+                    reason: reason.clone(),
+                },
+                None => GpuStatus::Up,
+            };
+            slot.groups
+                .extend(self.tally.groups.iter().map(|(g, ok)| (*g, *ok)));
+            let xid_errors: Arc<Vec<XidCount>> = xid_counts
+                .get(&index)
+                .cloned()
+                .map(Arc::new)
+                .unwrap_or_default();
+            gpus.push(GpuSnapshot {
+                index,
+                uuid: slot.uuid.clone(),
+                status,
+                identity: slot.identity.clone(),
+                readings,
+                health: slot.health.clone(),
+                processes: if self.tally.lost.is_none() {
+                    slot.processes.clone()
+                } else {
+                    Arc::default()
+                },
+                xid_errors,
+                groups: slot.groups.clone(),
+            });
+        }
+        for (index, reason) in &self.missing {
+            gpus.push(GpuSnapshot {
+                index: *index,
+                uuid: String::new(),
+                status: GpuStatus::Lost {
+                    reason: reason.clone(),
+                },
+                identity: Arc::default(),
+                readings: FastReadings::default(),
+                health: Arc::default(),
+                processes: Arc::default(),
+                xid_errors: Arc::default(),
+                groups: BTreeMap::new(),
+            });
+        }
+        gpus.sort_by_key(|g| g.index);
+        if tiers.processes {
+            let slots = &self.slots;
+            self.names.retain(|pid| {
+                slots
+                    .iter()
+                    .any(|s| s.processes.iter().any(|p| p.pid == pid))
+            });
+        }
+        self.ticks += 1;
+        Snapshot {
+            taken_at,
+            hostname: self.hostname.clone(),
+            system: self.system.clone(),
+            gpus,
+            collection: CollectionStats {
+                sample_duration: started.elapsed(),
+                ticks: self.ticks,
+                nvml_errors: Arc::new(self.tally.errors.clone()),
+            },
+        }
+    }
+}

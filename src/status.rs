@@ -1,0 +1,144 @@
+//! `gpuwatch status`: one snapshot as a table, like nvidia-smi's.
+
+use std::fmt::Write;
+
+use crate::gpu::reasons::active_reason_names;
+use crate::gpu::{GpuStatus, Snapshot};
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Renders `snapshot` as a plain-text table.
+pub fn render(snapshot: &Snapshot) -> String {
+    let mut out = String::new();
+    let sys = &snapshot.system;
+    let _ = writeln!(
+        out,
+        "{}  driver {}  CUDA {}  {} GPU{}",
+        snapshot.hostname,
+        sys.driver_version.as_deref().unwrap_or("?"),
+        sys.cuda_driver_version.as_deref().unwrap_or("?"),
+        snapshot.gpus.len(),
+        if snapshot.gpus.len() == 1 { "" } else { "s" }
+    );
+    let _ = writeln!(
+        out,
+        "{:>3}  {:<26} {:>5} {:>17} {:>9} {:>15} {:>14}  Clock events",
+        "GPU", "Name", "Util", "Memory used/total", "Temp", "Power/limit", "SM/mem MHz"
+    );
+    for gpu in &snapshot.gpus {
+        let name = gpu.identity.name.as_deref().unwrap_or("?");
+        if let GpuStatus::Lost { reason } = &gpu.status {
+            let _ = writeln!(
+                out,
+                "{:>3}  {:<26} LOST ({reason})",
+                gpu.index,
+                truncate(name, 26)
+            );
+            continue;
+        }
+        let r = &gpu.readings;
+        let h = &gpu.health;
+        let dash = || "-".to_string();
+        let util = r
+            .utilization_gpu_ratio
+            .map_or_else(dash, |u| format!("{:.0}%", u * 100.0));
+        let memory = r.memory.map_or_else(dash, |m| {
+            format!(
+                "{:.1}/{:.1} GiB",
+                m.used_bytes as f64 / GIB,
+                m.total_bytes as f64 / GIB
+            )
+        });
+        let temp = match (
+            r.temperature_gpu_celsius,
+            gpu.identity.temperature_slowdown_celsius,
+        ) {
+            (Some(t), Some(s)) => format!("{t:.0}/{s:.0}C"),
+            (Some(t), None) => format!("{t:.0}C"),
+            _ => dash(),
+        };
+        let power = match (r.power_watts, h.power_limit_watts) {
+            (Some(p), Some(l)) => format!("{p:.0}/{l:.0} W"),
+            (Some(p), None) => format!("{p:.0} W"),
+            _ => dash(),
+        };
+        let clocks = match (r.sm_clock_hertz, r.memory_clock_hertz) {
+            (Some(sm), Some(mem)) => format!("{:.0}/{:.0}", sm / 1e6, mem / 1e6),
+            (Some(sm), None) => format!("{:.0}/-", sm / 1e6),
+            _ => dash(),
+        };
+        let events = r.clock_event_reasons.map_or_else(dash, |mask| {
+            let names: Vec<_> = active_reason_names(mask).collect();
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(",")
+            }
+        });
+        let _ = writeln!(
+            out,
+            "{:>3}  {:<26} {:>5} {:>17} {:>9} {:>15} {:>14}  {}",
+            gpu.index,
+            truncate(name, 26),
+            util,
+            memory,
+            temp,
+            power,
+            clocks,
+            events
+        );
+        let ecc = match (
+            h.ecc_enabled,
+            h.ecc.corrected_volatile,
+            h.ecc.uncorrected_volatile,
+        ) {
+            (Some(true), c, u) => format!(
+                "ECC corrected {} uncorrected {}",
+                c.map_or_else(dash, |v| v.to_string()),
+                u.map_or_else(dash, |v| v.to_string())
+            ),
+            (Some(false), _, _) => "ECC off".to_string(),
+            (None, _, _) => "ECC n/a".to_string(),
+        };
+        let xid: Vec<String> = gpu
+            .xid_errors
+            .iter()
+            .map(|x| format!("{}x{}", x.code, x.count))
+            .collect();
+        let _ = writeln!(
+            out,
+            "     {}  pstate {}  {}{}",
+            gpu.uuid,
+            h.performance_state.map_or_else(dash, |p| format!("P{p}")),
+            ecc,
+            if xid.is_empty() {
+                String::new()
+            } else {
+                format!("  Xid {}", xid.join(" "))
+            }
+        );
+        for p in gpu.processes.iter() {
+            let _ = writeln!(
+                out,
+                "     pid {:>7}  {:<9} {:<24} {}",
+                p.pid,
+                p.kind.as_str(),
+                truncate(p.name.as_deref().unwrap_or("?"), 24),
+                p.used_memory_bytes
+                    .map_or_else(dash, |b| format!("{:.0} MiB", b as f64 / MIB))
+            );
+        }
+    }
+    out
+}
+
+fn truncate(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        text.to_string()
+    } else {
+        let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
+    }
+}

@@ -1,0 +1,444 @@
+//! Shared helpers for the end-to-end tests: start the real `gpuwatch` binary
+//! on the NVML simulator, scrape it over TCP, and read Prometheus text.
+
+#![allow(dead_code)] // Each test binary uses its own subset.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The gpuwatch binary cargo built for these tests.
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_gpuwatch"))
+}
+
+/// A file under tests/.
+pub fn fixture(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(relative)
+}
+
+/// An HTTP response, decoded.
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Headers as (name, value).
+    pub headers: Vec<(String, String)>,
+    /// Body as text.
+    pub body: String,
+}
+
+/// A running agent; killed when dropped.
+pub struct Agent {
+    child: Child,
+    /// Base URL, e.g. http://127.0.0.1:40123
+    pub url: String,
+    log: Arc<Mutex<String>>,
+    http: ureq::Agent,
+}
+
+impl Agent {
+    /// Starts `gpuwatch run --simulate SCENARIO --listen 127.0.0.1:0` with
+    /// extra arguments and environment, and waits until it listens.
+    pub fn start(scenario: &str, args: &[&str], env: &[(&str, &str)]) -> Agent {
+        let mut command = Command::new(binary());
+        command
+            .args(["run", "--simulate", scenario, "--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env_remove("GPUWATCH_SIM_TIME")
+            .env_remove("GPUWATCH_SIM_SPEED")
+            .env_remove("GPUWATCH_SIM_START")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("start gpuwatch");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (port_tx, port_rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent {
+                    if let Some(rest) = line.split("Serving http://").nth(1) {
+                        let address: String = rest.split('/').next().unwrap_or("").to_string();
+                        let _ = port_tx.send(address);
+                        sent = true;
+                    }
+                }
+                let mut log = sink.lock().expect("log lock");
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let address = match port_rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(address) => address,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                std::thread::sleep(Duration::from_millis(200));
+                panic!(
+                    "gpuwatch did not start listening; its log:\n{}",
+                    log.lock().expect("log")
+                );
+            }
+        };
+        let address = address.replace("localhost", "127.0.0.1");
+        let http = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(5)))
+            .build()
+            .new_agent();
+        Agent {
+            child,
+            url: format!("http://{address}"),
+            log,
+            http,
+        }
+    }
+
+    /// GET `path`: (status, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        self.get_with(path, &[])
+            .map(|(status, _, body)| (status, body))
+            .expect("request")
+    }
+
+    /// GET `path` with headers: (status, headers, body bytes as text).
+    pub fn get_with(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<(u16, Vec<(String, String)>, String), String> {
+        let mut request = self.http.get(&format!("{}{path}", self.url));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let mut response = request.call().map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
+        let mut body = Vec::new();
+        response
+            .body_mut()
+            .as_reader()
+            .read_to_end(&mut body)
+            .map_err(|e| e.to_string())?;
+        Ok(Response {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
+    }
+
+    /// GET over a plain TCP connection, bytes as sent: (status line and
+    /// headers, body). For checking encodings no client may undo.
+    pub fn raw_get(&self, path: &str, headers: &[(&str, &str)]) -> (String, Vec<u8>) {
+        use std::io::Write;
+        let address = self.url.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(address).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut request =
+            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read");
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("end of head");
+        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+        let mut body = raw[split + 4..].to_vec();
+        if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            body = dechunk(&body);
+        }
+        (head, body)
+    }
+
+    /// The current /metrics, parsed.
+    pub fn metrics(&self) -> Metrics {
+        let (status, body) = self.get("/metrics");
+        assert_eq!(status, 200, "/metrics answered {status}: {body}");
+        Metrics::parse(&body)
+    }
+
+    /// Polls /metrics until `check` holds, or panics with the last scrape
+    /// and the log after `timeout`.
+    pub fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&Metrics) -> bool,
+    ) -> Metrics {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let metrics = self.metrics();
+            if check(&metrics) {
+                return metrics;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for {what}\nlast scrape:\n{}\nlog:\n{}",
+                    metrics.text,
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits for /-/ready to answer `status`.
+    pub fn wait_ready(&self, status: u16, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (got, body) = self.get("/-/ready");
+            if got == status {
+                return body;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "/-/ready stayed {got} ({body}), wanted {status}\nlog:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Everything the agent logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().expect("log lock").clone()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "gpuwatch did not exit within 10 s of SIGTERM\nlog:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One sample of Prometheus text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Metric name, suffixes included.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Value.
+    pub value: f64,
+}
+
+/// A parsed Prometheus text exposition (enough of the format for our own output).
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    /// The raw text.
+    pub text: String,
+    /// Every sample.
+    pub samples: Vec<Sample>,
+    /// `# TYPE` lines: family name → type.
+    pub types: BTreeMap<String, String>,
+}
+
+impl Metrics {
+    /// Parses exposition text.
+    pub fn parse(text: &str) -> Metrics {
+        let mut samples = Vec::new();
+        let mut types = BTreeMap::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let mut parts = rest.split_whitespace();
+                if let (Some(name), Some(kind)) = (parts.next(), parts.next()) {
+                    types.insert(name.to_string(), kind.to_string());
+                }
+                continue;
+            }
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            samples.push(parse_sample(line));
+        }
+        Metrics {
+            text: text.to_string(),
+            samples,
+            types,
+        }
+    }
+
+    /// Samples named `name` whose labels include every pair in `labels`.
+    pub fn find(&self, name: &str, labels: &[(&str, &str)]) -> Vec<&Sample> {
+        self.samples
+            .iter()
+            .filter(|s| {
+                s.name == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+            })
+            .collect()
+    }
+
+    /// The value of the one sample matching, if exactly one does.
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        match self.find(name, labels).as_slice() {
+            [one] => Some(one.value),
+            [] => None,
+            many => panic!("{} samples match {name} {labels:?}: {many:?}", many.len()),
+        }
+    }
+
+    /// Whether any sample has this name.
+    pub fn has(&self, name: &str) -> bool {
+        self.samples.iter().any(|s| s.name == name)
+    }
+}
+
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(end) = body.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&body[..end]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[end + 2..end + 2 + size]);
+        body = &body[end + 2 + size + 2..];
+    }
+}
+
+fn parse_sample(line: &str) -> Sample {
+    let (head, value) = line
+        .rsplit_once(' ')
+        .unwrap_or_else(|| panic!("bad sample line: {line}"));
+    let value: f64 = match value {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        other => other
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in: {line}")),
+    };
+    let (name, labels) = match head.split_once('{') {
+        None => (head.to_string(), BTreeMap::new()),
+        Some((name, rest)) => {
+            let body = rest
+                .strip_suffix('}')
+                .unwrap_or_else(|| panic!("bad labels in: {line}"));
+            (name.to_string(), parse_labels(body))
+        }
+    };
+    Sample {
+        name,
+        labels,
+        value,
+    }
+}
+
+fn parse_labels(body: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    let mut chars = body.chars().peekable();
+    loop {
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        if key.is_empty() {
+            break;
+        }
+        assert_eq!(
+            chars.next(),
+            Some('"'),
+            "label value must be quoted in {body}"
+        );
+        let mut value = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some('n') => value.push('\n'),
+                    Some(other) => value.push(other),
+                    None => break,
+                },
+                '"' => break,
+                other => value.push(other),
+            }
+        }
+        labels.insert(key.trim_start_matches(',').trim().to_string(), value);
+        if chars.peek() == Some(&',') {
+            chars.next();
+        }
+    }
+    labels
+}
+
+/// Runs the gpuwatch binary to completion: (exit code, stdout, stderr).
+pub fn run_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut command = Command::new(binary());
+    command.args(args).stdin(Stdio::null());
+    for var in [
+        "GPUWATCH_SIM_TIME",
+        "GPUWATCH_SIM_SPEED",
+        "GPUWATCH_SIM_START",
+        "GPUWATCH_CONFIG",
+    ] {
+        command.env_remove(var);
+    }
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().expect("run gpuwatch");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Path of `promtool`; panics with the install hint when it is missing.
+pub fn promtool() -> PathBuf {
+    let candidates = ["/usr/bin/promtool", "/usr/local/bin/promtool"];
+    for candidate in candidates {
+        if Path::new(candidate).is_file() {
+            return PathBuf::from(candidate);
+        }
+    }
+    panic!("promtool is missing: these tests lint /metrics with the real promtool. Install it with `apt-get install prometheus` (scripts/test.sh does this)");
+}

@@ -1,0 +1,262 @@
+//! The golden /metrics test: a deterministic scenario (time frozen) must
+//! produce exactly `tests/golden/metrics.prom` (volatile values masked),
+//! pass `promtool check metrics`, and match the README's metric table.
+//!
+//! Regenerate the golden file with `GPUWATCH_UPDATE_GOLDEN=1 cargo test --test golden`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{fixture, promtool, Agent, Metrics};
+
+/// Families whose values change from run to run (time, CPU, counts of ticks).
+const VOLATILE: &[&str] = &[
+    "gpuwatch_last_sample_timestamp_seconds",
+    "gpuwatch_snapshot_age_seconds",
+    "gpuwatch_sample_duration_seconds",
+    "gpuwatch_samples_total",
+    "gpuwatch_nvml_errors_total",
+    "gpuwatch_xid_last_seen_timestamp_seconds",
+    "process_resident_memory_bytes",
+    "process_cpu_seconds_total",
+    "process_start_time_seconds",
+];
+
+fn scrape_golden() -> Metrics {
+    let scenario = fixture("scenarios/golden-full.toml");
+    let agent = Agent::start(
+        scenario.to_str().expect("utf-8 path"),
+        &[],
+        &[("GPUWATCH_SIM_TIME", "10")],
+    );
+    agent.wait_for(
+        "both Xid codes and the processes",
+        Duration::from_secs(20),
+        |m| {
+            m.find("gpuwatch_xid_errors_total", &[]).len() == 2
+                && m.find("gpuwatch_gpu_processes", &[]).len() == 2
+        },
+    )
+}
+
+fn masked(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let name = line.split(['{', ' ']).next().unwrap_or("");
+        if !line.starts_with('#') && VOLATILE.contains(&name) {
+            let head = line.rsplit_once(' ').map_or(line, |(head, _)| head);
+            out.push_str(head);
+            out.push_str(" <volatile>\n");
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[test]
+fn golden_metrics_match_promtool_and_the_readme() {
+    let metrics = scrape_golden();
+
+    // 1. promtool, the real linter.
+    let mut child = Command::new(promtool())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start promtool");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(metrics.text.as_bytes())
+        .expect("feed promtool");
+    let output = child.wait_with_output().expect("promtool ran");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success() && said.trim().is_empty(),
+        "promtool check metrics complained:\n{said}\n{}",
+        metrics.text
+    );
+
+    // 2. The golden file.
+    let golden_path = fixture("golden/metrics.prom");
+    let actual = masked(&metrics.text);
+    if std::env::var_os("GPUWATCH_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden_path, &actual).expect("write the golden file");
+    }
+    let expected = std::fs::read_to_string(&golden_path)
+        .expect("tests/golden/metrics.prom exists (GPUWATCH_UPDATE_GOLDEN=1 creates it)");
+    if expected != actual {
+        let diff: Vec<String> = expected
+            .lines()
+            .zip(actual.lines())
+            .filter(|(e, a)| e != a)
+            .take(10)
+            .map(|(e, a)| format!("- {e}\n+ {a}"))
+            .collect();
+        panic!(
+            "/metrics differs from {} ({} vs {} lines); first differences:\n{}\nRun with GPUWATCH_UPDATE_GOLDEN=1 if the change is intended.",
+            golden_path.display(),
+            expected.lines().count(),
+            actual.lines().count(),
+            diff.join("\n")
+        );
+    }
+
+    // 3. Values straight from the scenario.
+    let gpu0 = [("gpu", "0")];
+    assert_eq!(
+        metrics.value("gpuwatch_gpu_utilization_ratio", &gpu0),
+        Some(0.75)
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_memory_total_bytes", &gpu0),
+        Some(40960.0 * 1048576.0)
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_gpu_temperature_celsius", &gpu0),
+        Some(60.0)
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_memory_temperature_celsius", &gpu0),
+        Some(65.0)
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_power_usage_watts", &gpu0),
+        Some(250.0)
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_power_limit_watts", &gpu0),
+        Some(400.0)
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_clock_hertz", &[("gpu", "0"), ("clock", "sm")]),
+        Some(1410e6)
+    );
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_clock_event_active",
+            &[("gpu", "0"), ("reason", "sw_power_cap")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_clock_event_active",
+            &[("gpu", "0"), ("reason", "hw_thermal_slowdown")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_ecc_errors_total",
+            &[("gpu", "0"), ("type", "corrected"), ("counter", "volatile")]
+        ),
+        Some(3.0)
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_remapped_rows_pending", &gpu0),
+        Some(1.0)
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_xid_errors_total", &[("gpu", "0"), ("xid", "13")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_compute_mode",
+            &[("gpu", "0"), ("mode", "exclusive_process")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_process_memory_used_bytes",
+            &[("pid", "4242"), ("process_name", "python3")]
+        ),
+        Some(10240.0 * 1048576.0)
+    );
+    assert_eq!(metrics.value("gpuwatch_gpu_processes", &gpu0), Some(2.0));
+    // Unsupported readings are absent, not 0.
+    assert!(metrics
+        .find("gpuwatch_memory_temperature_celsius", &[("gpu", "1")])
+        .is_empty());
+    assert!(metrics
+        .find("gpuwatch_ecc_errors_total", &[("gpu", "1")])
+        .is_empty());
+    assert!(metrics.find("gpuwatch_fan_speed_ratio", &gpu0).is_empty());
+    assert_eq!(
+        metrics
+            .find("gpuwatch_fan_speed_ratio", &[("gpu", "1")])
+            .len(),
+        2
+    );
+    // The lost GPU is reported.
+    assert_eq!(metrics.value("gpuwatch_gpu_up", &[("gpu", "2")]), Some(0.0));
+    assert_eq!(
+        metrics.value("gpuwatch_gpu_lost", &[("gpu", "2"), ("reason", "gpu_lost")]),
+        Some(1.0)
+    );
+
+    // 4. The README's table documents exactly what is exported.
+    check_readme_table(&metrics);
+}
+
+fn check_readme_table(metrics: &Metrics) {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let table = readme
+        .split("<!-- metrics-table:start -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- metrics-table:end -->").next())
+        .expect("README has the metrics table markers");
+    let mut documented: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();
+    for row in table.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let name = cells[0].trim_matches('`').to_string();
+        let labels: BTreeSet<String> = cells[3]
+            .split(',')
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty() && l != "–")
+            .collect();
+        documented.insert(name, (cells[1].to_string(), labels));
+    }
+    let mut exported: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for sample in &metrics.samples {
+        exported
+            .entry(sample.name.clone())
+            .or_default()
+            .extend(sample.labels.keys().cloned());
+    }
+    let undocumented: Vec<_> = exported
+        .keys()
+        .filter(|n| !documented.contains_key(*n))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "exported but not in the README table: {undocumented:?}"
+    );
+    let missing: Vec<_> = documented
+        .keys()
+        .filter(|n| !exported.contains_key(*n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "in the README table but not exported by the golden scenario: {missing:?}"
+    );
+    for (name, (kind, labels)) in &documented {
+        assert_eq!(metrics.types.get(name), Some(kind), "type of {name}");
+        assert_eq!(&exported[name], labels, "labels of {name}");
+    }
+}
