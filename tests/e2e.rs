@@ -112,7 +112,7 @@ fn metrics_are_gzipped_on_request_and_openmetrics_on_request() {
         "{head}"
     );
     assert!(String::from_utf8_lossy(&body).contains("gpuwatch_gpu_info{"));
-    let (_, headers, body) = agent
+    let common::Response { headers, body, .. } = agent
         .get_with(
             "/metrics",
             &[("Accept", "application/openmetrics-text; version=1.0.0")],

@@ -107,17 +107,12 @@ impl Agent {
 
     /// GET `path`: (status, body).
     pub fn get(&self, path: &str) -> (u16, String) {
-        self.get_with(path, &[])
-            .map(|(status, _, body)| (status, body))
-            .expect("request")
+        let response = self.get_with(path, &[]).expect("request");
+        (response.status, response.body)
     }
 
-    /// GET `path` with headers: (status, headers, body bytes as text).
-    pub fn get_with(
-        &self,
-        path: &str,
-        headers: &[(&str, &str)],
-    ) -> Result<(u16, Vec<(String, String)>, String), String> {
+    /// GET `path` with headers.
+    pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Result<Response, String> {
         let mut request = self.http.get(&format!("{}{path}", self.url));
         for (name, value) in headers {
             request = request.header(*name, *value);
