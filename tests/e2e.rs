@@ -379,3 +379,36 @@ fn help_and_version() {
     assert_eq!(code, 0);
     assert!(version.contains(env!("CARGO_PKG_VERSION")));
 }
+
+#[test]
+fn a_lost_gpu_and_an_unloaded_driver_are_picked_up_again_without_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = write_config(
+        &dir,
+        "[sampler]\ninterval = \"200ms\"\nslow_interval = \"1s\"\n",
+    );
+    let scenario = fixture("scenarios/recovery.toml");
+    let agent = Agent::start(
+        scenario.to_str().expect("utf-8 path"),
+        &["--config", &config],
+        &[],
+    );
+    let up = |m: &common::Metrics, gpu: &str| m.value("gpuwatch_gpu_up", &[("gpu", gpu)]);
+    agent.wait_for("GPU 0 lost while GPU 1 works", LONG, |m| {
+        up(m, "0") == Some(0.0) && up(m, "1") == Some(1.0)
+    });
+    agent.wait_for("GPU 0 back", LONG, |m| {
+        up(m, "0") == Some(1.0) && m.has("gpuwatch_gpu_utilization_ratio")
+    });
+    let gone = agent.wait_for("the driver gone", LONG, |m| {
+        m.find("gpuwatch_gpu_lost", &[("reason", "nvml_unavailable")])
+            .len()
+            == 2
+    });
+    assert_eq!(up(&gone, "1"), Some(0.0));
+    agent.wait_for("both GPUs back after the driver returns", LONG, |m| {
+        up(m, "0") == Some(1.0) && up(m, "1") == Some(1.0) && !m.has("gpuwatch_gpu_lost")
+    });
+    assert!(agent.log().contains("NVML is back"), "{}", agent.log());
+    agent.wait_ready(200, LONG);
+}

@@ -13,7 +13,7 @@ pub use gpu::{reasons, EccState, GpuSim, MemoryState, Violation};
 pub use processes::ProcessSample;
 
 use crate::scenario::{FaultEffect, Scenario};
-use nvml_wrapper_sys::bindings::nvmlReturn_t;
+use nvml_wrapper_sys::bindings::{nvmlReturn_enum_NVML_ERROR_DRIVER_NOT_LOADED, nvmlReturn_t};
 
 /// Why a reading is not available.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,12 +131,23 @@ impl Engine {
 
     /// The error nvmlInit returns at `t`, if any.
     pub fn init_error(&self, t: f64) -> Option<nvmlReturn_t> {
+        if self.driver_unloaded(t) {
+            return Some(nvmlReturn_enum_NVML_ERROR_DRIVER_NOT_LOADED);
+        }
         self.scenario.init_error.or_else(|| {
             self.scenario.faults.iter().find_map(|f| match f.effect {
                 FaultEffect::InitError(code) if f.active(t) => Some(code),
                 _ => None,
             })
         })
+    }
+
+    /// Whether the kernel driver is gone at `t` (a `driver_unloaded` fault).
+    pub fn driver_unloaded(&self, t: f64) -> bool {
+        self.scenario
+            .faults
+            .iter()
+            .any(|f| f.effect == FaultEffect::DriverUnloaded && f.active(t))
     }
 
     /// What a call on GPU `index` must wait for at `t`.

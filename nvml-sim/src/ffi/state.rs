@@ -43,12 +43,17 @@ fn write_state() -> std::sync::RwLockWriteGuard<'static, State> {
     STATE.write().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The running runtime, or UNINITIALIZED.
+/// The running runtime; UNINITIALIZED before init, DRIVER_NOT_LOADED while
+/// a `driver_unloaded` fault is active.
 pub(crate) fn runtime() -> Result<Arc<Runtime>, nvmlReturn_t> {
-    read_state()
+    let runtime = read_state()
         .runtime
         .clone()
-        .ok_or(nvmlReturn_enum_NVML_ERROR_UNINITIALIZED)
+        .ok_or(nvmlReturn_enum_NVML_ERROR_UNINITIALIZED)?;
+    if runtime.engine.driver_unloaded(runtime.clock.now()) {
+        return Err(nvmlReturn_enum_NVML_ERROR_DRIVER_NOT_LOADED);
+    }
+    Ok(runtime)
 }
 
 /// nvmlInit: loads the scenario when the count goes 0 → 1, then applies init errors.

@@ -92,6 +92,8 @@ pub enum FaultEffect {
     Hang,
     /// nvmlInit fails with this code.
     InitError(nvmlReturn_t),
+    /// Every call fails with DRIVER_NOT_LOADED.
+    DriverUnloaded,
 }
 
 impl Scenario {
@@ -376,11 +378,11 @@ impl Builder<'_> {
         let path = format!("fault[{i}]");
         let kind = *f.kind.get_ref();
         let gpu = match (&f.gpu, kind) {
-            (Some(g), FaultKind::InitError) => {
+            (Some(g), FaultKind::InitError | FaultKind::DriverUnloaded) => {
                 return self.err(
                     Some(g.span()),
                     format!("{path}.gpu"),
-                    "init_error faults apply to the whole library, not a GPU",
+                    "init_error and driver_unloaded faults apply to the whole library, not a GPU",
                 );
             }
             (Some(g), _) if *g.get_ref() as usize >= gpu_count => {
@@ -394,7 +396,7 @@ impl Builder<'_> {
                 );
             }
             (Some(g), _) => Some(*g.get_ref() as usize),
-            (None, FaultKind::InitError) => None,
+            (None, FaultKind::InitError | FaultKind::DriverUnloaded) => None,
             (None, _) => {
                 return self.err(
                     Some(f.kind.span()),
@@ -472,6 +474,7 @@ impl Builder<'_> {
                     .get_ref(),
             ),
             FaultKind::Hang => FaultEffect::Hang,
+            FaultKind::DriverUnloaded => FaultEffect::DriverUnloaded,
             FaultKind::InitError => {
                 let name = f.error.as_ref().ok_or_else(|| missing("error"))?;
                 FaultEffect::InitError(self.error_code(name, &format!("{path}.error"))?)

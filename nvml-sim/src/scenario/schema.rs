@@ -291,6 +291,9 @@ pub enum FaultKind {
     Hang,
     /// nvmlInit fails.
     InitError,
+    /// The kernel driver goes away: every call fails with DRIVER_NOT_LOADED,
+    /// and so does nvmlInit, until the fault ends.
+    DriverUnloaded,
 }
 
 /// `[[fault]]`: something that goes wrong at a time.
