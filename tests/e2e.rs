@@ -412,3 +412,60 @@ fn a_lost_gpu_and_an_unloaded_driver_are_picked_up_again_without_a_restart() {
     assert!(agent.log().contains("NVML is back"), "{}", agent.log());
     agent.wait_ready(200, LONG);
 }
+
+#[test]
+fn the_server_bounds_connections_header_size_and_time() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    use std::time::Instant;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = write_config(
+        &dir,
+        "[server]\nmax_connections = 1\nrequest_timeout = \"1s\"\n",
+    );
+    let agent = Agent::start(
+        "golden",
+        &["--config", &config],
+        &[("GPUWATCH_SIM_TIME", "10")],
+    );
+    agent.wait_ready(200, LONG);
+    let address = agent.url.trim_start_matches("http://").to_string();
+
+    // A request head over 16 KiB is refused.
+    let mut big = TcpStream::connect(&address).expect("connect");
+    big.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let filler = "x".repeat(32 * 1024);
+    let _ = big.write_all(
+        format!("GET /metrics HTTP/1.1\r\nHost: a\r\nX-Filler: {filler}\r\n\r\n").as_bytes(),
+    );
+    let mut answer = String::new();
+    let _ = big.read_to_string(&mut answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 431"),
+        "oversized head answered: {answer:.80}"
+    );
+    drop(big);
+
+    // A client that sends nothing holds the only slot until the header
+    // timeout (1 s) closes it; then the next client is served.
+    let mut idle = TcpStream::connect(&address).expect("connect");
+    idle.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    std::thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    let (status, _) = agent.get("/-/healthy");
+    let waited = started.elapsed();
+    assert_eq!(status, 200);
+    assert!(
+        waited >= Duration::from_millis(500),
+        "the second client waited for the slot ({waited:?})"
+    );
+    let mut rest = Vec::new();
+    let closed = idle.read_to_end(&mut rest);
+    assert!(
+        closed.is_ok(),
+        "the idle connection was closed by the server, not timed out by the client: {closed:?}"
+    );
+}

@@ -1,0 +1,168 @@
+//! Sampling and rendering cost, on the NVML simulator's `h100x8` scenario
+//! (8 GPUs, ~80 processes, no simulated latency).
+//!
+//! Prints medians (and p99 for rendering):
+//! - CPU per fast tick per GPU, for the agent's tick and for a baseline that
+//!   makes the same NVML calls through nvml-wrapper directly; the difference
+//!   is the agent's own CPU (the simulator runs in-process, so its work is in
+//!   both and cancels out);
+//! - NVML calls per GPU per fast tick (and per slow / process tick), counted
+//!   by the simulator;
+//! - /metrics render time (Prometheus text) for the 8-GPU snapshot.
+//!
+//! Run: `cargo bench --bench sampler` (add `-- --quick` for fewer rounds).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use gpuwatch::exporter::{Exporter, Format};
+use gpuwatch::gpu::nvml::Driver;
+use gpuwatch::sampler::procnames::ProcessNames;
+use gpuwatch::sampler::reader::{NodeReader, Tiers};
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::structs::device::FieldId;
+use nvml_wrapper::Nvml;
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let rank = ((values.len() as f64 - 1.0) * p).round() as usize;
+    values[rank]
+}
+
+/// The simulator's own call counter, through the same loaded library.
+struct CallCounter {
+    _lib: libloading::Library,
+    total: unsafe extern "C" fn() -> u64,
+}
+
+impl CallCounter {
+    fn open(path: &std::path::Path) -> CallCounter {
+        // SAFETY: the simulator library exports `nvmlSimTotalCalls() -> u64`;
+        // loading it again returns the already-loaded instance.
+        unsafe {
+            let lib = libloading::Library::new(path).expect("load the simulator library");
+            let total = *lib
+                .get::<unsafe extern "C" fn() -> u64>(b"nvmlSimTotalCalls\0")
+                .expect("nvmlSimTotalCalls is exported");
+            CallCounter { _lib: lib, total }
+        }
+    }
+
+    fn total(&self) -> u64 {
+        // SAFETY: a plain counter read with no arguments.
+        unsafe { (self.total)() }
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let rounds = if quick { 300 } else { 3000 };
+    std::env::set_var(nvml_sim::ENV_SCENARIO, "builtin:h100x8");
+    let library = gpuwatch::sim::locate_library()
+        .expect("build the simulator first: cargo build --workspace --release");
+    let driver = Driver::open(Some(&library)).expect("open the simulator");
+    let counter = CallCounter::open(&library);
+    let mut reader = NodeReader::new(&driver, "bench".into(), ProcessNames::new(None));
+    let gpus = reader.gpu_count() as f64;
+    let full = reader.tick(Tiers::ALL, None);
+    let processes: usize = full.gpus.iter().map(|g| g.processes.len()).sum();
+    println!("scenario h100x8: {gpus} GPUs, {processes} processes, {rounds} rounds");
+
+    // NVML calls per tier.
+    let count_calls = |reader: &mut NodeReader, tiers: Tiers| {
+        let before = counter.total();
+        reader.tick(tiers, None);
+        (counter.total() - before) as f64 / gpus
+    };
+    let fast_calls = count_calls(&mut reader, Tiers::default());
+    let slow_calls = count_calls(
+        &mut reader,
+        Tiers {
+            slow: true,
+            processes: false,
+        },
+    );
+    let process_calls = count_calls(
+        &mut reader,
+        Tiers {
+            slow: false,
+            processes: true,
+        },
+    );
+    println!("NVML calls per GPU: fast tick {fast_calls:.1} (target <= 6), slow tier {slow_calls:.1}, process tier {process_calls:.1}");
+
+    // Fast tick: agent vs raw NVML calls, interleaved so drift hits both.
+    let nvml = Nvml::builder()
+        .lib_path(library.as_os_str())
+        .init()
+        .expect("open the simulator through nvml-wrapper");
+    let devices: Vec<_> = (0..gpus as u32)
+        .map(|i| nvml.device_by_index(i).expect("device"))
+        .collect();
+    let fields: Vec<FieldId> = [186, 83, 82, 74, 76, 251, 252, 253]
+        .into_iter()
+        .map(FieldId)
+        .collect();
+    let mut agent_cpu = Vec::with_capacity(rounds);
+    let mut agent_wall = Vec::with_capacity(rounds);
+    let mut raw_cpu = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let (c0, w0) = (thread_cpu(), Instant::now());
+        std::hint::black_box(reader.tick(Tiers::default(), None));
+        agent_cpu.push((thread_cpu() - c0).as_secs_f64() * 1e6 / gpus);
+        agent_wall.push(w0.elapsed().as_secs_f64() * 1e6 / gpus);
+        let c0 = thread_cpu();
+        for d in &devices {
+            std::hint::black_box((
+                d.utilization_rates().ok(),
+                d.memory_info().ok(),
+                d.temperature(TemperatureSensor::Gpu).ok(),
+                d.clock_info(Clock::SM).ok(),
+                d.clock_info(Clock::Memory).ok(),
+                d.current_throttle_reasons().ok(),
+                d.field_values_for(&fields).ok(),
+            ));
+        }
+        raw_cpu.push((thread_cpu() - c0).as_secs_f64() * 1e6 / gpus);
+    }
+    let agent = median(&mut agent_cpu);
+    let raw = median(&mut raw_cpu);
+    println!(
+        "fast tick CPU per GPU (median): agent {agent:.1} us, same NVML calls raw {raw:.1} us, agent's own {:.1} us (target <= 20 us); wall {:.1} us",
+        agent - raw,
+        median(&mut agent_wall)
+    );
+
+    // Rendering /metrics for the full snapshot.
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    let mut snapshot = reader.tick(Tiers::ALL, None);
+    snapshot.taken_at = SystemTime::now();
+    tx.send_replace(Some(Arc::new(snapshot)));
+    let exporter = Exporter::new(rx, Duration::from_secs(3600));
+    let size = exporter.render(Format::Prometheus).expect("render").len();
+    let mut render = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let t0 = Instant::now();
+        std::hint::black_box(exporter.render(Format::Prometheus).expect("render"));
+        render.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    let p50 = percentile(&mut render, 0.5);
+    let p99 = percentile(&mut render, 0.99);
+    println!("/metrics render, 8 GPUs + {processes} processes, {size} bytes: p50 {p50:.0} us, p99 {p99:.0} us (target p99 <= 1000 us)");
+}
