@@ -385,7 +385,7 @@ impl Validator<'_> {
     }
 }
 
-/// Parses a listen address: "HOST:PORT", "[::1]:PORT", or ":PORT" for all
+/// Parses a listen address: `HOST:PORT`, `[::1]:PORT`, or `:PORT` for all
 /// interfaces.
 pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     let full = if text.starts_with(':') {

@@ -63,30 +63,29 @@ fn metrics(state: &HttpState, request: &Request<Incoming>) -> HttpResponse {
         }
     };
     let gzip = header(ACCEPT_ENCODING).is_some_and(accepts_gzip);
-    let mut response = if gzip {
-        let mut encoder = GzEncoder::new(Vec::with_capacity(body.len() / 4), Compression::fast());
-        match encoder
-            .write_all(body.as_bytes())
-            .and_then(|()| encoder.finish())
-        {
-            Ok(compressed) => {
-                let mut response = Response::new(Full::new(Bytes::from(compressed)));
-                response
-                    .headers_mut()
-                    .insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-                response
-            }
-            Err(_) => Response::new(Full::new(Bytes::from(body))),
+    let compressed = gzip
+        .then(|| {
+            let mut encoder =
+                GzEncoder::new(Vec::with_capacity(body.len() / 4), Compression::fast());
+            encoder
+                .write_all(body.as_bytes())
+                .and_then(|()| encoder.finish())
+                .ok()
+        })
+        .flatten();
+    let mut response = match compressed {
+        Some(compressed) => {
+            let mut response = respond(StatusCode::OK, format.content_type(), compressed);
+            response
+                .headers_mut()
+                .insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            response
         }
-    } else {
-        Response::new(Full::new(Bytes::from(body)))
+        None => respond(StatusCode::OK, format.content_type(), body),
     };
-    let headers = response.headers_mut();
-    headers.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static(format.content_type()),
-    );
-    headers.insert(VARY, HeaderValue::from_static("Accept, Accept-Encoding"));
+    response
+        .headers_mut()
+        .insert(VARY, HeaderValue::from_static("Accept, Accept-Encoding"));
     response
 }
 
@@ -164,13 +163,7 @@ fn snapshot_json(state: &HttpState) -> HttpResponse {
         );
     };
     match serde_json::to_vec(&*snapshot) {
-        Ok(body) => {
-            let mut response = Response::new(Full::new(Bytes::from(body)));
-            response
-                .headers_mut()
-                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            response
-        }
+        Ok(body) => respond(StatusCode::OK, "application/json", body),
         Err(_) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
             "encoding the snapshot failed\n",
@@ -180,21 +173,19 @@ fn snapshot_json(state: &HttpState) -> HttpResponse {
 
 /// A plain-text response.
 pub fn text(status: StatusCode, body: &str) -> HttpResponse {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
+    respond(status, "text/plain; charset=utf-8", body.to_string())
 }
 
 fn html(body: String) -> HttpResponse {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
+    respond(StatusCode::OK, "text/html; charset=utf-8", body)
+}
+
+fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> HttpResponse {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Each counter is the integral of a rate from t = 0 to t, computed with a
 //! fixed 1 s left-Riemann step, so its value is a pure, monotonic function of
-//! t. Checkpoints every [`CHECKPOINT`] steps keep a call O(1) amortized, also
+//! t. Checkpoints every `CHECKPOINT` steps keep a call O(1) amortized, also
 //! when callers ask for earlier times.
 
 use std::sync::Mutex;
