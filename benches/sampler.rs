@@ -149,6 +149,50 @@ fn main() {
         median(&mut agent_wall)
     );
 
+    // The same tick paced at the agent's rate: caches go cold between ticks.
+    let paced_rounds = if quick { 5 } else { 20 };
+    let mut paced = Vec::with_capacity(paced_rounds);
+    let spin = std::env::var_os("SPIN").is_some();
+    for _ in 0..paced_rounds {
+        if spin {
+            let t = Instant::now();
+            while t.elapsed()
+                < Duration::from_millis(
+                    std::env::var("PAUSE_MS")
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(250),
+                )
+            {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let c0 = thread_cpu();
+        if std::env::var_os("RAW").is_some() {
+            let t0 = Instant::now();
+            std::hint::black_box(devices[0].utilization_rates().ok());
+            let t1 = Instant::now();
+            std::hint::black_box(devices[0].utilization_rates().ok());
+            let t2 = Instant::now();
+            std::hint::black_box(devices[1].memory_info().ok());
+            eprintln!(
+                "first call {:?}, second {:?}, third {:?}",
+                t1 - t0,
+                t2 - t1,
+                t2.elapsed()
+            );
+        } else {
+            std::hint::black_box(reader.tick(Tiers::default(), None));
+        }
+        paced.push((thread_cpu() - c0).as_secs_f64() * 1e6 / gpus);
+    }
+    println!(
+        "fast tick CPU per GPU, one tick every 250 ms (median): {:.1} us",
+        median(&mut paced)
+    );
+
     // Rendering /metrics for the full snapshot.
     let (tx, rx) = tokio::sync::watch::channel(None);
     let mut snapshot = reader.tick(Tiers::ALL, None);

@@ -37,6 +37,17 @@ impl SimClock {
         Ok(SimClock::Running { start, speed })
     }
 
+    /// Real time until `scenario_seconds` of scenario time have passed;
+    /// `None` when time is frozen (it never passes).
+    pub fn real_delay(&self, scenario_seconds: f64) -> Option<std::time::Duration> {
+        match *self {
+            SimClock::Frozen(_) => None,
+            SimClock::Running { speed, .. } => Some(std::time::Duration::from_secs_f64(
+                scenario_seconds.max(0.0) / speed,
+            )),
+        }
+    }
+
     /// Current scenario time, seconds.
     pub fn now(&self) -> f64 {
         match *self {

@@ -228,7 +228,7 @@ enum SignalKind {
     Step(Vec<(f64, f64)>),
     Sine(Sine),
     Square(Square),
-    Walk(RandomWalk, u64, Mutex<Vec<f64>>),
+    Walk(RandomWalk, u64, Mutex<WalkCache>),
     Sum(Vec<Signal>),
 }
 
@@ -244,7 +244,7 @@ impl Signal {
             TimelineSpec::Shape(Shape::Sine(s)) => SignalKind::Sine(s.clone()),
             TimelineSpec::Shape(Shape::Square(s)) => SignalKind::Square(s.clone()),
             TimelineSpec::Shape(Shape::RandomWalk(w)) => {
-                SignalKind::Walk(w.clone(), seed, Mutex::new(vec![w.start]))
+                SignalKind::Walk(w.clone(), seed, Mutex::new(WalkCache::new(w.start)))
             }
             TimelineSpec::Shape(Shape::Sum(parts)) => SignalKind::Sum(
                 parts
@@ -303,17 +303,37 @@ impl Signal {
     }
 }
 
+/// What a random walk remembers: a checkpoint every [`WALK_CHECKPOINT`]
+/// steps (for going back in time) and the last step computed (so a clock
+/// that moves forward costs only the new steps).
+#[derive(Debug)]
+pub struct WalkCache {
+    checkpoints: Vec<f64>,
+    last: (u64, f64),
+}
+
+impl WalkCache {
+    fn new(start: f64) -> Self {
+        WalkCache {
+            checkpoints: vec![start],
+            last: (0, start),
+        }
+    }
+}
+
 /// Random walk value at `t`: step `k` moves by `step * u` (u uniform in -1..1),
-/// reflecting at the bounds; linear interpolation between steps. Checkpoints
-/// every [`WALK_CHECKPOINT`] steps keep evaluation O(1) amortized.
-fn walk(w: &RandomWalk, seed: u64, cache: &Mutex<Vec<f64>>, t: f64) -> f64 {
+/// reflecting at the bounds; linear interpolation between steps.
+fn walk(w: &RandomWalk, seed: u64, cache: &Mutex<WalkCache>, t: f64) -> f64 {
     let pos = t.max(0.0) / w.every.secs();
     let k = pos.floor() as u64;
     let frac = pos - k as f64;
-    let value_at = |k: u64, checkpoints: &mut Vec<f64>| -> f64 {
-        let mut idx = (checkpoints.len() as u64 - 1).min(k / WALK_CHECKPOINT);
-        let mut v = checkpoints[idx as usize];
-        let mut step = idx * WALK_CHECKPOINT;
+    let value_at = |k: u64, cache: &mut WalkCache| -> f64 {
+        let (mut step, mut v) = if cache.last.0 <= k {
+            cache.last
+        } else {
+            let idx = (cache.checkpoints.len() as u64 - 1).min(k / WALK_CHECKPOINT);
+            (idx * WALK_CHECKPOINT, cache.checkpoints[idx as usize])
+        };
         while step < k {
             v = reflect(
                 v + w.step * (2.0 * rng::unit(seed, step) - 1.0),
@@ -321,24 +341,26 @@ fn walk(w: &RandomWalk, seed: u64, cache: &Mutex<Vec<f64>>, t: f64) -> f64 {
                 w.max,
             );
             step += 1;
-            if step % WALK_CHECKPOINT == 0 && step / WALK_CHECKPOINT > idx {
-                idx = step / WALK_CHECKPOINT;
-                if idx as usize == checkpoints.len() {
-                    checkpoints.push(v);
-                }
+            if step % WALK_CHECKPOINT == 0
+                && (step / WALK_CHECKPOINT) as usize == cache.checkpoints.len()
+            {
+                cache.checkpoints.push(v);
             }
+        }
+        if k >= cache.last.0 {
+            cache.last = (k, v);
         }
         v
     };
-    let mut checkpoints = match cache.lock() {
+    let mut cache = match cache.lock() {
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
     };
-    let a = value_at(k, &mut checkpoints);
+    let a = value_at(k, &mut cache);
     if frac == 0.0 {
         return a;
     }
-    let b = value_at(k + 1, &mut checkpoints);
+    let b = value_at(k + 1, &mut cache);
     a + (b - a) * frac
 }
 

@@ -81,6 +81,11 @@ pub async fn serve(
             },
             _ = shutdown.changed() => break,
         };
+        // Responses go out in one or two writes; don't let Nagle hold the
+        // last one back for the peer's delayed ACK (~40 ms per scrape).
+        if let Err(error) = stream.set_nodelay(true) {
+            debug!(error = %error, "Cannot set TCP_NODELAY.");
+        }
         let state = state.clone();
         let timeout = limits.request_timeout;
         let service = service_fn(move |request| {

@@ -273,7 +273,7 @@ pub async fn watchdog(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut stalled = false;
-    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
             _ = ticker.tick() => {}

@@ -52,7 +52,8 @@ pub struct XidWatcher {
     thread: Option<JoinHandle<()>>,
 }
 
-const WAIT_MS: u32 = 250;
+/// How long one wait blocks: also how soon the thread notices it should stop.
+const WAIT_MS: u32 = 500;
 
 impl XidWatcher {
     /// Starts waiting for Xid events on the GPUs in `indices`.

@@ -9,8 +9,9 @@ use std::ffi::{c_uint, c_ulonglong};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// Longest sleep between two checks while waiting for an event.
-const POLL: Duration = Duration::from_millis(10);
+/// Shortest and longest sleep between two looks at the event list.
+const POLL_MIN: Duration = Duration::from_millis(1);
+const POLL_MAX: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct EventSet {
@@ -102,16 +103,16 @@ pub unsafe extern "C" fn nvmlEventSetWait_v2(
         let deadline = Instant::now() + Duration::from_millis(u64::from(timeout_ms));
         loop {
             let now = rt.clock.now();
-            {
+            let next_at = {
                 let mut inner = target.inner.lock().unwrap_or_else(|p| p.into_inner());
-                let next = rt.engine.events().iter().enumerate().find(|(i, e)| {
-                    e.at <= now
-                        && !inner.delivered.contains(i)
+                let pending = rt.engine.events().iter().enumerate().filter(|(i, e)| {
+                    !inner.delivered.contains(i)
                         && inner
                             .registrations
                             .iter()
                             .any(|(g, mask)| *g == e.gpu && mask & e.event_type != 0)
                 });
+                let next = pending.clone().find(|(_, e)| e.at <= now);
                 if let Some((i, event)) = next {
                     inner.delivered.insert(i);
                     *data = nvmlEventData_t {
@@ -123,12 +124,20 @@ pub unsafe extern "C" fn nvmlEventSetWait_v2(
                     };
                     return Ok(());
                 }
-            }
+                pending.map(|(_, e)| e.at).reduce(f64::min)
+            };
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(nvmlReturn_enum_NVML_ERROR_TIMEOUT);
             }
-            std::thread::sleep(left.min(POLL));
+            // Sleep until the next event is due (as the real driver blocks
+            // until one arrives), never longer than the caller's timeout,
+            // and re-check at least every POLL_MAX in case the clock is
+            // unusual.
+            let until_next = next_at
+                .and_then(|at| rt.clock.real_delay(at - now))
+                .unwrap_or(left);
+            std::thread::sleep(left.min(until_next).min(POLL_MAX).max(POLL_MIN));
         }
     })
 }
