@@ -446,7 +446,10 @@ def fleet():
             "Value #D": ("Utilization", "percentunit"),
             "Value #E": ("Power", "watt"),
         }, "Every selected GPU, hottest first; sort by any column.", sort_by="Temperature",
-        exclude=("Time", "job", "uuid", "__name__")), 24, 10)
+        exclude=("Time", "job", "uuid", "__name__")), 16, 10)
+    L.add(bargauge("Fullest GPUs", targets(
+        ("topk(10, gpuwatch_memory_used_bytes%s / gpuwatch_memory_total_bytes%s)%s" % (s(), s(), NAME), GPU_LEGEND),
+        instant=True), "percentunit", "The ten GPUs with the least free framebuffer memory.", mx=1, th=RATIO_TH), 8, 10)
     return dashboard("gpuwatch-fleet", "gpuwatch / Fleet",
                      "All nodes and GPUs watched by gpuwatch: load, memory, temperature, power, throttling, health.",
                      L, True, ["fleet"])

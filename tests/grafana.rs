@@ -264,8 +264,9 @@ fn lint(file: &str, dashboard: &Value) -> Vec<String> {
     if dashboard.get("__inputs").is_some() || dashboard.get("__requires").is_some() {
         problem("has __inputs/__requires: export it for provisioning (no external sharing)".into());
     }
-    if dashboard["uid"].as_str().unwrap_or("").is_empty() {
-        problem("no uid".into());
+    let uid = dashboard["uid"].as_str().unwrap_or("");
+    if uid.is_empty() || uid.len() > 40 {
+        problem(format!("uid {uid:?}: Grafana needs 1 to 40 characters"));
     }
     if dashboard["title"].as_str().unwrap_or("").is_empty() {
         problem("no title".into());
