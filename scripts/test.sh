@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace. Installs what the tests need first:
-# promtool (Debian's `prometheus` package), used to lint /metrics.
+# promtool and the Prometheus server (Debian's `prometheus` package), used to
+# lint /metrics and to evaluate the Grafana dashboards' queries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "The tests need: ${need_apt[*]} (Debian packages). Install them as root: apt-get install ${need_apt[*]}" >&2

@@ -437,3 +437,15 @@ pub fn promtool() -> PathBuf {
     }
     panic!("promtool is missing: these tests lint /metrics with the real promtool. Install it with `apt-get install prometheus` (scripts/test.sh does this)");
 }
+
+/// Path of the Prometheus server; panics with the install hint when it is
+/// missing.
+pub fn prometheus() -> PathBuf {
+    let candidates = ["/usr/bin/prometheus", "/usr/local/bin/prometheus"];
+    for candidate in candidates {
+        if Path::new(candidate).is_file() {
+            return PathBuf::from(candidate);
+        }
+    }
+    panic!("prometheus is missing: the Grafana dashboard test evaluates every panel query on a real Prometheus server. Install it with `apt-get install prometheus` (scripts/test.sh does this)");
+}
