@@ -97,8 +97,10 @@ pub fn locate_library() -> Result<PathBuf, SimError> {
         .ok()
         .and_then(|exe| exe.parent().map(Path::to_path_buf))
     {
-        searched.push(dir.join(LIBRARY_FILE_NAME));
+        // cargo rebuilds deps/ whenever it builds gpuwatch; the copy next to
+        // the binary is refreshed only by workspace builds, so deps/ first.
         searched.push(dir.join("deps").join(LIBRARY_FILE_NAME));
+        searched.push(dir.join(LIBRARY_FILE_NAME));
         if let Some(parent) = dir.parent() {
             // A test binary lives in target/<profile>/deps/.
             searched.push(parent.join(LIBRARY_FILE_NAME));

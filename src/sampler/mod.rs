@@ -273,7 +273,9 @@ pub async fn watchdog(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut stalled = false;
-    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    // Only for the log: readiness and the age metric are computed at request
+    // time. A quarter of the timeout is prompt enough and wakes rarely.
+    let mut ticker = tokio::time::interval((timeout / 4).max(Duration::from_secs(1)));
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
