@@ -4,7 +4,8 @@
 //! Data flows one way:
 //!
 //! ```text
-//! NVML ──▶ sampler thread ──▶ Arc<Snapshot> (watch: latest wins) ──▶ exporter (/metrics)
+//! NVML ──▶ sampler thread ──▶ Arc<Snapshot> ─┬─ watch (latest wins) ──▶ exporter (/metrics)
+//!                                             └─ bounded queue ──▶ history writer (SQLite)
 //! ```
 //!
 //! - [`gpu`]: the snapshot types every component reads, and the NVML adapter
@@ -13,7 +14,10 @@
 //!   process tiers, counts Xid events on a second thread, and publishes each
 //!   snapshot. A watchdog notices a hung driver.
 //! - [`exporter`]: encodes the latest snapshot as Prometheus metrics.
-//! - [`http`]: the hyper server for /metrics, health, readiness and a landing page.
+//! - [`history`]: the local SQLite history (writer task fed by the sampler's
+//!   queue, rollups, retention, queries for the API and CLI).
+//! - [`http`]: the hyper server for /metrics, health, readiness, the history
+//!   API and a landing page.
 //! - [`config`]: the TOML configuration, validated with file/line/field errors.
 //! - [`sim`]: finding the NVML simulator library and its scenarios, for
 //!   `--simulate`.
@@ -24,6 +28,7 @@ pub mod app;
 pub mod config;
 pub mod exporter;
 pub mod gpu;
+pub mod history;
 pub mod http;
 pub mod sampler;
 pub mod sim;

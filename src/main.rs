@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use gpuwatch::app::history::{DbOptions, EventsOptions, HistoryOptions, OutputFormat};
 use gpuwatch::app::{self, RunOptions, SourceOptions};
 
 const EXAMPLES: &str = "Examples:
@@ -15,6 +16,8 @@ const EXAMPLES: &str = "Examples:
   gpuwatch status                              # one sample, as a table
   gpuwatch status --simulate h100x8 --json
   gpuwatch validate --config gpuwatch.toml
+  gpuwatch history --gpu 3 --metric temperature --since 6h --step 1m
+  gpuwatch events --since 1d
 
 Built-in scenarios: demo, desktop-rtx3090, h100x8, thermal-incident, memory-pressure, faults, golden";
 
@@ -35,6 +38,58 @@ enum Command {
         /// Address to listen on, e.g. 0.0.0.0:9842 or :9842 (default from the config: 0.0.0.0:9842).
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
+        /// History database file (overrides history.path).
+        #[arg(long, value_name = "PATH")]
+        history_db: Option<PathBuf>,
+        /// Move the existing history database aside (to PATH.moved-TIME) and start a new one.
+        #[arg(long)]
+        reset_history: bool,
+        /// Record no history this run.
+        #[arg(long, conflicts_with_all = ["history_db", "reset_history"])]
+        no_history: bool,
+    },
+    /// Show one metric of one GPU over time, from the history database.
+    History {
+        #[command(flatten)]
+        db: DbArgs,
+        /// GPU index or UUID.
+        #[arg(long)]
+        gpu: String,
+        /// Metric: utilization, memory_used, temperature, power, energy, sm_clock, ... (see the README).
+        #[arg(long)]
+        metric: String,
+        /// Start: a duration ago (6h, 2d) or a time (RFC 3339, Unix seconds).
+        #[arg(long, default_value = "1h")]
+        since: String,
+        /// End (default now).
+        #[arg(long, default_value = "now")]
+        until: String,
+        /// Resolution, e.g. 10s, 1m, 1h (default: about 240 points).
+        #[arg(long)]
+        step: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+    },
+    /// List recorded events: Xid errors, GPUs lost and recovered, processes starting and stopping.
+    Events {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Start: a duration ago (1d) or a time.
+        #[arg(long, default_value = "1d")]
+        since: String,
+        /// End (default now).
+        #[arg(long, default_value = "now")]
+        until: String,
+        /// Only this GPU (index or UUID).
+        #[arg(long)]
+        gpu: Option<String>,
+        /// Only this kind: xid, gpu_lost, gpu_recovered, process_start, process_stop, agent_start.
+        #[arg(long)]
+        kind: Option<String>,
+        /// Output format (table or json).
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
     },
     /// Check a configuration file and print every problem with file, line and field.
     Validate {
@@ -65,6 +120,25 @@ struct SourceArgs {
     simulate: Option<Option<String>>,
 }
 
+#[derive(Debug, Args)]
+struct DbArgs {
+    /// Configuration file naming the database (history.path).
+    #[arg(long, short, value_name = "FILE", env = "GPUWATCH_CONFIG")]
+    config: Option<PathBuf>,
+    /// The history database file (default: the agent's).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+}
+
+impl From<DbArgs> for DbOptions {
+    fn from(args: DbArgs) -> Self {
+        DbOptions {
+            config: args.config,
+            db: args.db,
+        }
+    }
+}
+
 impl From<SourceArgs> for SourceOptions {
     fn from(args: SourceArgs) -> Self {
         SourceOptions {
@@ -78,9 +152,52 @@ impl From<SourceArgs> for SourceOptions {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { source, listen } => app::run(RunOptions {
+        Command::Run {
+            source,
+            listen,
+            history_db,
+            reset_history,
+            no_history,
+        } => app::run(RunOptions {
             source: source.into(),
             listen,
+            history_db,
+            reset_history,
+            no_history,
+        })
+        .map(|()| true),
+        Command::History {
+            db,
+            gpu,
+            metric,
+            since,
+            until,
+            step,
+            format,
+        } => app::history::history(HistoryOptions {
+            db: db.into(),
+            gpu,
+            metric,
+            since,
+            until,
+            step,
+            format,
+        })
+        .map(|()| true),
+        Command::Events {
+            db,
+            since,
+            until,
+            gpu,
+            kind,
+            format,
+        } => app::history::events(EventsOptions {
+            db: db.into(),
+            since,
+            until,
+            gpu,
+            kind,
+            format,
         })
         .map(|()| true),
         Command::Validate { config } => app::validate(config.as_deref()),

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use crate::history::{Durability, Retention};
+
 /// The default listen address. Port 9842: not used by dcgm-exporter (9400),
 /// nvidia_gpu_exporter (9835), Prometheus (9090) or node_exporter (9100).
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9842";
@@ -26,6 +28,27 @@ pub struct Config {
     pub sampler: SamplerConfig,
     /// Logging.
     pub log: LogConfig,
+    /// Local history.
+    pub history: HistoryConfig,
+}
+
+/// Local history settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryConfig {
+    /// Record history at all.
+    pub enabled: bool,
+    /// Database file; `None` for the default (see [`crate::history::default_path`]).
+    pub path: Option<PathBuf>,
+    /// How hard commits are synced.
+    pub durability: Durability,
+    /// Commit period: at most this much is lost on a crash.
+    pub batch_interval: Duration,
+    /// Retention per tier.
+    pub retention: Retention,
+    /// Size cap in bytes, if any.
+    pub max_size: Option<u64>,
+    /// Snapshots the writer may fall behind by before they are dropped.
+    pub queue: usize,
 }
 
 /// HTTP server settings.
@@ -192,6 +215,7 @@ impl Config {
         let server = raw.server.unwrap_or_default();
         let sampler = raw.sampler.unwrap_or_default();
         let log = raw.log.unwrap_or_default();
+        let history = v.history(raw.history.unwrap_or_default());
         let listen = v.address("server.listen", server.listen.as_ref(), DEFAULT_LISTEN);
         let max_connections = match &server.max_connections {
             Some(n) if *n.get_ref() == 0 => {
@@ -288,6 +312,7 @@ impl Config {
             None => "info".to_string(),
         };
         if !v.problems.is_empty() {
+            v.problems.sort_by_key(|p| p.line);
             return Err(v.problems);
         }
         Ok(Config {
@@ -306,6 +331,7 @@ impl Config {
                 hostname: sampler.hostname.filter(|h| !h.trim().is_empty()),
             },
             log: LogConfig { level, format },
+            history,
         })
     }
 }
@@ -367,6 +393,86 @@ impl Validator<'_> {
         }
     }
 
+    fn history(&mut self, raw: raw::RawHistory) -> HistoryConfig {
+        let minute = Duration::from_secs(60);
+        let durability = match raw
+            .synchronous
+            .as_ref()
+            .map(|s| (s.get_ref().as_str(), s.span()))
+        {
+            None | Some(("normal", _)) => Durability::Normal,
+            Some(("full", _)) => Durability::Full,
+            Some((other, span)) => {
+                self.problem(
+                    "history.synchronous",
+                    Some(span),
+                    &format!("\"{other}\" is not a setting; use \"normal\" or \"full\""),
+                );
+                Durability::Normal
+            }
+        };
+        let retention = Retention {
+            raw: self.duration(
+                "history.raw_retention",
+                raw.raw_retention.as_ref(),
+                "48h",
+                minute,
+            ),
+            minute: self.duration(
+                "history.minute_retention",
+                raw.minute_retention.as_ref(),
+                "30d",
+                Duration::from_secs(3600),
+            ),
+            hour: self.duration(
+                "history.hour_retention",
+                raw.hour_retention.as_ref(),
+                "365d",
+                Duration::from_secs(86_400),
+            ),
+        };
+        let max_size = raw
+            .max_size
+            .as_ref()
+            .and_then(|text| match parse_size(text.get_ref()) {
+                Ok(bytes) if bytes >= 1 << 20 => Some(bytes),
+                Ok(_) => {
+                    self.problem(
+                        "history.max_size",
+                        Some(text.span()),
+                        "must be at least 1MiB",
+                    );
+                    None
+                }
+                Err(message) => {
+                    self.problem("history.max_size", Some(text.span()), &message);
+                    None
+                }
+            });
+        let queue = match &raw.queue {
+            Some(q) if *q.get_ref() == 0 => {
+                self.problem("history.queue", Some(q.span()), "must be at least 1");
+                1
+            }
+            Some(q) => *q.get_ref(),
+            None => 64,
+        };
+        HistoryConfig {
+            enabled: raw.enabled.unwrap_or(true),
+            path: raw.path,
+            durability,
+            batch_interval: self.duration(
+                "history.batch_interval",
+                raw.batch_interval.as_ref(),
+                "10s",
+                Duration::from_secs(1),
+            ),
+            retention,
+            max_size,
+            queue,
+        }
+    }
+
     fn address(
         &mut self,
         field: &str,
@@ -396,6 +502,37 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     full.parse().map_err(|_| {
         format!("\"{text}\" is not a listen address; write it like \"0.0.0.0:9842\", \"127.0.0.1:9842\", \"[::]:9842\" or \":9842\"")
     })
+}
+
+/// Parses a size such as "2GiB", "500MB" or "1048576" into bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let multiplier: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        "kib" | "k" => 1024.0,
+        "mib" | "m" => 1024.0 * 1024.0,
+        "gib" | "g" => 1024.0 * 1024.0 * 1024.0,
+        "tib" | "t" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => {
+            return Err(format!(
+                "\"{text}\" is not a size: write it like 500MiB, 2GiB or 1GB"
+            ))
+        }
+    };
+    match number.parse::<f64>() {
+        Ok(n) if n.is_finite() && n >= 0.0 => Ok((n * multiplier) as u64),
+        _ => Err(format!(
+            "\"{text}\" is not a size: write it like 500MiB, 2GiB or 1GB"
+        )),
+    }
 }
 
 fn line_column(source: &str, offset: usize) -> (usize, usize) {

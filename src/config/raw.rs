@@ -16,6 +16,8 @@ pub struct RawConfig {
     pub sampler: Option<RawSampler>,
     /// `[log]`.
     pub log: Option<RawLog>,
+    /// `[history]`.
+    pub history: Option<RawHistory>,
 }
 
 /// `[server]`.
@@ -58,4 +60,28 @@ pub struct RawLog {
     pub level: Option<Spanned<String>>,
     /// "text" or "json".
     pub format: Option<Spanned<String>>,
+}
+
+/// `[history]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHistory {
+    /// Record history at all.
+    pub enabled: Option<bool>,
+    /// Database file.
+    pub path: Option<PathBuf>,
+    /// "normal" or "full".
+    pub synchronous: Option<Spanned<String>>,
+    /// Commit period.
+    pub batch_interval: Option<Spanned<String>>,
+    /// Raw tier retention.
+    pub raw_retention: Option<Spanned<String>>,
+    /// 1-minute tier retention.
+    pub minute_retention: Option<Spanned<String>>,
+    /// 1-hour tier retention.
+    pub hour_retention: Option<Spanned<String>>,
+    /// Size cap such as "2GiB".
+    pub max_size: Option<Spanned<String>>,
+    /// Snapshots the writer may fall behind by.
+    pub queue: Option<Spanned<usize>>,
 }

@@ -92,6 +92,15 @@ impl Exporter {
         Exporter { registry }
     }
 
+    /// Adds another component's `gpuwatch_*` metrics (e.g. the history
+    /// writer's), encoded at scrape time like the snapshot's.
+    pub fn with(mut self, collector: Box<dyn Collector>) -> Exporter {
+        self.registry
+            .sub_registry_with_prefix("gpuwatch")
+            .register_collector(collector);
+        self
+    }
+
     /// Encodes every metric in `format`.
     pub fn render(&self, format: Format) -> Result<String, fmt::Error> {
         let mut out = String::with_capacity(64 * 1024);

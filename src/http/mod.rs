@@ -6,6 +6,7 @@
 //! bounded by a semaphore, headers by size and time, and every request by a
 //! timeout. A scrape renders the latest snapshot; it never waits on NVML.
 
+mod history_api;
 mod landing;
 mod routes;
 
@@ -37,6 +38,17 @@ pub struct HttpState {
     pub stale_after: Duration,
     /// The sampler's tick progress, to explain a stall.
     pub progress: Arc<Progress>,
+    /// The history database, when history is on.
+    pub history: Option<HistoryApi>,
+}
+
+/// What the history endpoints read.
+#[derive(Debug, Clone)]
+pub struct HistoryApi {
+    /// The database.
+    pub store: crate::history::Store,
+    /// Its retention, to pick the tier that covers a range.
+    pub retention: crate::history::Retention,
 }
 
 /// Limits of the server.

@@ -14,7 +14,7 @@ use tracing::error;
 use crate::exporter::self_metrics::snapshot_age;
 use crate::exporter::Format;
 
-use super::{landing, HttpState};
+use super::{history_api, landing, HttpState};
 
 /// Response type of every handler.
 pub type HttpResponse = Response<Full<Bytes>>;
@@ -36,6 +36,8 @@ pub async fn handle(state: &HttpState, request: &Request<Incoming>) -> HttpRespo
         "/-/healthy" => text(StatusCode::OK, "OK\n"),
         "/-/ready" => ready(state),
         "/api/v1/snapshot" => snapshot_json(state),
+        "/api/v1/history" => history_api::history(state, request.uri().query()).await,
+        "/api/v1/events" => history_api::events(state, request.uri().query()).await,
         "/" => html(landing::render(state)),
         _ => text(
             StatusCode::NOT_FOUND,
@@ -180,7 +182,12 @@ fn html(body: String) -> HttpResponse {
     respond(StatusCode::OK, "text/html; charset=utf-8", body)
 }
 
-fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> HttpResponse {
+/// A response with a body and content type.
+pub fn respond(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> HttpResponse {
     let mut response = Response::new(Full::new(body.into()));
     *response.status_mut() = status;
     response

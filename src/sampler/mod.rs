@@ -31,6 +31,43 @@ use xid::{XidTable, XidWatcher};
 /// The latest snapshot; `None` until the first tick completes.
 pub type SnapshotReceiver = watch::Receiver<Option<Arc<Snapshot>>>;
 
+/// A consumer that needs every snapshot, not just the latest (history,
+/// rules): a bounded queue the sampler never waits on. When it is full the
+/// snapshot is dropped for that consumer and counted.
+#[derive(Debug, Clone)]
+pub struct SnapshotSink {
+    /// The queue.
+    pub sender: tokio::sync::mpsc::Sender<Arc<Snapshot>>,
+    /// Snapshots dropped because the queue was full.
+    pub dropped: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl SnapshotSink {
+    fn offer(&self, snapshot: &Arc<Snapshot>) {
+        use tokio::sync::mpsc::error::TrySendError;
+        if let Err(TrySendError::Full(_)) = self.sender.try_send(snapshot.clone()) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Where the sampler publishes: the latest-wins channel for /metrics, and
+/// the queues of consumers that need every snapshot.
+struct Outputs {
+    latest: watch::Sender<Option<Arc<Snapshot>>>,
+    sinks: Vec<SnapshotSink>,
+}
+
+impl Outputs {
+    fn publish(&self, snapshot: Snapshot) {
+        let snapshot = Arc::new(snapshot);
+        for sink in &self.sinks {
+            sink.offer(&snapshot);
+        }
+        self.latest.send_replace(Some(snapshot));
+    }
+}
+
 /// How the sampler reads.
 #[derive(Debug, Clone)]
 pub struct SamplerSettings {
@@ -85,9 +122,15 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling `driver` on its own thread.
-    pub fn start(settings: SamplerSettings, driver: Driver) -> std::io::Result<Sampler> {
-        let (sender, snapshots) = watch::channel(None);
+    /// Starts sampling `driver` on its own thread, publishing to /metrics'
+    /// latest-snapshot channel and to every sink.
+    pub fn start(
+        settings: SamplerSettings,
+        driver: Driver,
+        sinks: Vec<SnapshotSink>,
+    ) -> std::io::Result<Sampler> {
+        let (latest, snapshots) = watch::channel(None);
+        let sender = Outputs { latest, sinks };
         let progress = Arc::new(Progress::default());
         let (stop, stop_rx) = mpsc::channel();
         let thread_progress = progress.clone();
@@ -140,7 +183,7 @@ enum SessionEnd {
 fn run(
     settings: SamplerSettings,
     driver: Driver,
-    sender: &watch::Sender<Option<Arc<Snapshot>>>,
+    sender: &Outputs,
     progress: &Progress,
     stop: &mpsc::Receiver<()>,
 ) {
@@ -180,7 +223,7 @@ fn session(
     settings: &SamplerSettings,
     driver: &Arc<Driver>,
     table: &XidTable,
-    sender: &watch::Sender<Option<Arc<Snapshot>>>,
+    sender: &Outputs,
     progress: &Progress,
     stop: &mpsc::Receiver<()>,
 ) -> SessionEnd {
@@ -220,7 +263,7 @@ fn session(
         if tiers.processes {
             next_processes = started + settings.process_interval;
         }
-        sender.send_replace(Some(Arc::new(snapshot)));
+        sender.publish(snapshot);
         if let Some(reason) = reader.driver_failure() {
             return SessionEnd::Restart(reason.to_string());
         }
@@ -233,8 +276,8 @@ fn session(
 
 /// Re-publishes the last snapshot with every GPU marked lost: NVML as a
 /// whole is gone, and alerts must see that rather than stale values.
-fn publish_unavailable(sender: &watch::Sender<Option<Arc<Snapshot>>>, reason: &str) {
-    let previous = sender.borrow().clone();
+fn publish_unavailable(sender: &Outputs, reason: &str) {
+    let previous = sender.latest.borrow().clone();
     if let Some(previous) = previous {
         let mut snapshot = (*previous).clone();
         snapshot.taken_at = SystemTime::now();
@@ -245,7 +288,7 @@ fn publish_unavailable(sender: &watch::Sender<Option<Arc<Snapshot>>>, reason: &s
             gpu.readings = FastReadings::default();
             gpu.processes = Arc::default();
         }
-        sender.send_replace(Some(Arc::new(snapshot)));
+        sender.publish(snapshot);
     }
     warn!(reason = %reason, "NVML is unavailable.");
 }

@@ -39,16 +39,26 @@ pub struct Agent {
     pub url: String,
     log: Arc<Mutex<String>>,
     http: ureq::Agent,
+    /// The history database this agent writes (unless the test chose another).
+    pub history: PathBuf,
+    _data: tempfile::TempDir,
 }
 
 impl Agent {
     /// Starts `gpuwatch run --simulate SCENARIO --listen 127.0.0.1:0` with
     /// extra arguments and environment, and waits until it listens.
     pub fn start(scenario: &str, args: &[&str], env: &[(&str, &str)]) -> Agent {
+        // Every agent records its history into its own temporary file.
+        let data = tempfile::tempdir().expect("temp dir");
+        let history = data.path().join("history.db");
         let mut command = Command::new(binary());
         command
             .args(["run", "--simulate", scenario, "--listen", "127.0.0.1:0"])
-            .args(args)
+            .args(args);
+        if !args.iter().any(|a| *a == "--history-db" || *a == "--no-history") {
+            command.arg("--history-db").arg(&history);
+        }
+        command
             .env("RUST_LOG", "info")
             .env_remove("GPUWATCH_SIM_TIME")
             .env_remove("GPUWATCH_SIM_SPEED")
@@ -102,6 +112,8 @@ impl Agent {
             url: format!("http://{address}"),
             log,
             http,
+            history,
+            _data: data,
         }
     }
 

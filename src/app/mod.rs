@@ -1,5 +1,8 @@
-//! The commands, as the binary runs them: `run`, `validate` and `status`.
-//! Errors here are `anyhow`: this is the edge where they meet a person.
+//! The commands, as the binary runs them: `run`, `validate` and `status`
+//! here, `history` and `events` in [`history`]. Errors here are `anyhow`:
+//! this is the edge where they meet a person.
+
+pub mod history;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,16 +10,22 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use tokio::net::TcpListener;
-use tracing::info;
+use tokio::sync::mpsc;
+use tracing::{info, warn};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{parse_listen, Config, ConfigError, LogFormat};
 use crate::exporter::Exporter;
 use crate::gpu::nvml::Driver;
+use crate::history::stats::{HistoryCollector, HistoryStats};
+use crate::history::store::move_aside;
+use crate::history::writer::{self, WriterSettings};
+use crate::history::Store;
+use crate::http::HistoryApi;
 use crate::http::{serve, HttpState, ServerLimits};
 use crate::sampler::procnames::ProcessNames;
 use crate::sampler::reader::{NodeReader, Tiers};
-use crate::sampler::{watchdog, Sampler, SamplerSettings};
+use crate::sampler::{watchdog, Sampler, SamplerSettings, SnapshotSink};
 use crate::sim;
 
 /// Where GPU data comes from: the flags shared by `run` and `status`.
@@ -37,6 +46,20 @@ pub struct RunOptions {
     pub source: SourceOptions,
     /// `--listen`.
     pub listen: Option<String>,
+    /// `--history-db`: overrides history.path.
+    pub history_db: Option<PathBuf>,
+    /// `--reset-history`: move the existing database aside first.
+    pub reset_history: bool,
+    /// `--no-history`: record no history this run.
+    pub no_history: bool,
+}
+
+/// History as the running agent uses it.
+struct HistoryRun {
+    store: Store,
+    snapshots: mpsc::Receiver<Arc<crate::gpu::Snapshot>>,
+    stats: Arc<HistoryStats>,
+    settings: WriterSettings,
 }
 
 /// The NVML library to load and how to name processes, after flags, config
@@ -131,13 +154,53 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
         .thread_name("gpuwatch-http")
         .build()
         .context("cannot start the async runtime")?;
-    let sampler = Sampler::start(settings, driver).context("cannot start the sampler thread")?;
-    let result = runtime.block_on(serve_until_signal(&config, &sampler));
+    let mut sinks = Vec::new();
+    let history = if config.history.enabled && !options.no_history {
+        let path = options
+            .history_db
+            .clone()
+            .or_else(|| config.history.path.clone())
+            .unwrap_or_else(|| crate::history::default_path(source.simulated.is_some()));
+        if options.reset_history {
+            if let Some(moved) = move_aside(&path)? {
+                warn!(from = %path.display(), to = %moved.display(), "Moved the history database aside (--reset-history).");
+            }
+        }
+        let store = runtime.block_on(Store::open_for_writing(&path, config.history.durability))?;
+        info!(path = %path.display(), "Recording history.");
+        let (sender, snapshots) = mpsc::channel(config.history.queue);
+        let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        sinks.push(SnapshotSink {
+            sender,
+            dropped: dropped.clone(),
+        });
+        Some(HistoryRun {
+            store,
+            snapshots,
+            stats: Arc::new(HistoryStats::new(dropped)),
+            settings: WriterSettings {
+                batch_interval: config.history.batch_interval,
+                retention: config.history.retention,
+                max_bytes: config.history.max_size,
+                // About an hour of 8 GPUs at 1 Hz.
+                max_pending_samples: 30_000,
+            },
+        })
+    } else {
+        None
+    };
+    let sampler =
+        Sampler::start(settings, driver, sinks).context("cannot start the sampler thread")?;
+    let result = runtime.block_on(serve_until_signal(&config, &sampler, history));
     sampler.stop(Duration::from_secs(2));
     result
 }
 
-async fn serve_until_signal(config: &Config, sampler: &Sampler) -> anyhow::Result<()> {
+async fn serve_until_signal(
+    config: &Config,
+    sampler: &Sampler,
+    history: Option<HistoryRun>,
+) -> anyhow::Result<()> {
     let address = config.server.listen;
     let listener = TcpListener::bind(address).await.with_context(|| {
         format!("cannot listen on {address}: is another gpuwatch (or another exporter) using that port? Choose another with --listen or server.listen")
@@ -150,13 +213,31 @@ async fn serve_until_signal(config: &Config, sampler: &Sampler) -> anyhow::Resul
     };
     info!(address = %bound, "Serving {shown}/metrics (landing page at {shown}/).");
     let stale_after = config.sampler.stale_after();
+    let mut exporter = Exporter::new(sampler.snapshots(), stale_after);
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let mut history_api = None;
+    let mut history_task = None;
+    if let Some(run) = history {
+        exporter = exporter.with(Box::new(HistoryCollector(run.stats.clone())));
+        history_api = Some(HistoryApi {
+            store: run.store.clone(),
+            retention: run.settings.retention,
+        });
+        history_task = Some(tokio::spawn(writer::run(
+            run.store,
+            run.snapshots,
+            run.settings,
+            run.stats,
+            shutdown_rx.clone(),
+        )));
+    }
     let state = Arc::new(HttpState {
-        exporter: Exporter::new(sampler.snapshots(), stale_after),
+        exporter,
         snapshots: sampler.snapshots(),
         stale_after,
         progress: sampler.progress(),
+        history: history_api,
     });
-    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let dog = tokio::spawn(watchdog(
         sampler.progress(),
         config.sampler.timeout,
@@ -172,6 +253,10 @@ async fn serve_until_signal(config: &Config, sampler: &Sampler) -> anyhow::Resul
     let _ = shutdown_tx.send(true);
     let served = server.await.context("the HTTP server task failed")?;
     let _ = dog.await;
+    if let Some(task) = history_task {
+        // The writer commits what it holds, the open minute and hour too.
+        let _ = task.await;
+    }
     served.context("the HTTP server failed")
 }
 

@@ -1,0 +1,288 @@
+//! `gpuwatch history` and `gpuwatch events`: read the history database
+//! directly (read-only; works whether the agent runs or not).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, Context};
+
+use crate::config::Config;
+use crate::history::chart::sparkline;
+use crate::history::query::{self, GpuSelector, Series};
+use crate::history::timespec::{parse_step, parse_time};
+use crate::history::{catalog, default_path, Store};
+
+/// Output format of the history commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// A table with a sparkline.
+    Table,
+    /// Comma-separated values.
+    Csv,
+    /// JSON, as the HTTP API returns it.
+    Json,
+}
+
+/// Where the database is and which config names it.
+#[derive(Debug, Clone, Default)]
+pub struct DbOptions {
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--db`.
+    pub db: Option<PathBuf>,
+}
+
+/// `gpuwatch history`.
+#[derive(Debug, Clone)]
+pub struct HistoryOptions {
+    /// Database.
+    pub db: DbOptions,
+    /// GPU index or UUID.
+    pub gpu: String,
+    /// Metric name.
+    pub metric: String,
+    /// Start: a duration ago or a time.
+    pub since: String,
+    /// End.
+    pub until: String,
+    /// Step.
+    pub step: Option<String>,
+    /// Output.
+    pub format: OutputFormat,
+}
+
+/// `gpuwatch events`.
+#[derive(Debug, Clone)]
+pub struct EventsOptions {
+    /// Database.
+    pub db: DbOptions,
+    /// Start.
+    pub since: String,
+    /// End.
+    pub until: String,
+    /// Only this GPU.
+    pub gpu: Option<String>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Output (table or json).
+    pub format: OutputFormat,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The agent's database: `--db`, else the config's history.path, else the
+/// default file (the simulated one when only that exists).
+fn database(options: &DbOptions) -> anyhow::Result<(PathBuf, crate::history::Retention)> {
+    let config = Config::load(options.config.as_deref())?;
+    let path = options
+        .db
+        .clone()
+        .or(config.history.path.clone())
+        .unwrap_or_else(|| {
+            let real = default_path(false);
+            let simulated = default_path(true);
+            if !real.exists() && simulated.exists() {
+                eprintln!(
+                    "Reading the simulated history at {} (no real one at {}).",
+                    simulated.display(),
+                    real.display()
+                );
+                simulated
+            } else {
+                real
+            }
+        });
+    Ok((path, config.history.retention))
+}
+
+fn open(path: &Path) -> anyhow::Result<(tokio::runtime::Runtime, Store)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let store = runtime.block_on(Store::open_read_only(path))?;
+    Ok((runtime, store))
+}
+
+fn time(seconds: f64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs_f64(seconds.max(0.0)))
+        .to_string()
+}
+
+fn number(v: Option<f64>) -> String {
+    v.map_or_else(String::new, |v| {
+        if v.fract() == 0.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.2}")
+        }
+    })
+}
+
+/// Prints one metric of one GPU over time.
+pub fn history(options: HistoryOptions) -> anyhow::Result<()> {
+    let field = catalog::field(&options.metric).ok_or_else(|| {
+        anyhow!(
+            "--metric {}: unknown metric; one of {}",
+            options.metric,
+            catalog::names().join(", ")
+        )
+    })?;
+    let gpu: GpuSelector = options.gpu.parse().map_err(|m| anyhow!("--gpu: {m}"))?;
+    let now = now_ms();
+    let from = parse_time(&options.since, now).map_err(|m| anyhow!("--since: {m}"))?;
+    let to = parse_time(&options.until, now).map_err(|m| anyhow!("--until: {m}"))?;
+    let step = options
+        .step
+        .as_deref()
+        .map(parse_step)
+        .transpose()
+        .map_err(|m| anyhow!("--step: {m}"))?;
+    let (path, retention) = database(&options.db)?;
+    let (runtime, store) = open(&path)?;
+    let series = runtime
+        .block_on(query::series(
+            &store.pool,
+            &gpu,
+            field,
+            from,
+            to,
+            step,
+            retention,
+            now,
+        ))
+        .map_err(|e| anyhow!("{e}"))?;
+    print!("{}", render_series(&series, options.format)?);
+    Ok(())
+}
+
+/// Renders a series as a table (with a sparkline), CSV or JSON.
+pub fn render_series(series: &Series, format: OutputFormat) -> anyhow::Result<String> {
+    let mut out = String::new();
+    match format {
+        OutputFormat::Json => out = serde_json::to_string_pretty(series)? + "\n",
+        OutputFormat::Csv => {
+            out.push_str("time,avg,min,max,last\n");
+            for p in &series.points {
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{}",
+                    time(p.t),
+                    number(p.avg),
+                    number(p.min),
+                    number(p.max),
+                    number(p.last)
+                );
+            }
+        }
+        OutputFormat::Table => {
+            let _ = writeln!(
+                out,
+                "GPU {} {} ({}) · {} [{}] · {} tier, step {}s · {} → {}",
+                series.gpu.index,
+                series.gpu.name.as_deref().unwrap_or("?"),
+                series.gpu.uuid,
+                series.metric,
+                series.unit,
+                match series.tier {
+                    query::Tier::Raw => "raw",
+                    query::Tier::Minute => "1-minute",
+                    query::Tier::Hour => "1-hour",
+                },
+                series.step_seconds,
+                time(series.from),
+                time(series.to),
+            );
+            if series.points.is_empty() {
+                out.push_str("no data in this range\n");
+                return Ok(out);
+            }
+            let values: Vec<Option<f64>> = series.points.iter().map(|p| p.avg.or(p.last)).collect();
+            let known: Vec<f64> = values.iter().flatten().copied().collect();
+            let lo = known.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = known.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let _ = writeln!(
+                out,
+                "{}  min {} max {} last {}",
+                sparkline(&values, 60),
+                number(lo.is_finite().then_some(lo)),
+                number(hi.is_finite().then_some(hi)),
+                number(values.iter().rev().flatten().next().copied()),
+            );
+            let _ = writeln!(
+                out,
+                "{:<21} {:>10} {:>10} {:>10} {:>10}",
+                "time", "avg", "min", "max", "last"
+            );
+            for p in &series.points {
+                let _ = writeln!(
+                    out,
+                    "{:<21} {:>10} {:>10} {:>10} {:>10}",
+                    time(p.t),
+                    number(p.avg),
+                    number(p.min),
+                    number(p.max),
+                    number(p.last)
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Prints events.
+pub fn events(options: EventsOptions) -> anyhow::Result<()> {
+    let now = now_ms();
+    let from = parse_time(&options.since, now).map_err(|m| anyhow!("--since: {m}"))?;
+    let to = parse_time(&options.until, now).map_err(|m| anyhow!("--until: {m}"))?;
+    let gpu: Option<GpuSelector> = options
+        .gpu
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .map_err(|m: String| anyhow!("--gpu: {m}"))?;
+    let (path, _) = database(&options.db)?;
+    let (runtime, store) = open(&path)?;
+    let events = runtime
+        .block_on(query::events(
+            &store.pool,
+            from,
+            to,
+            gpu.as_ref(),
+            options.kind.as_deref(),
+            100_000,
+        ))
+        .map_err(|e| anyhow!("{e}"))?;
+    if options.format == OutputFormat::Json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "events": events }))?
+        );
+        return Ok(());
+    }
+    println!(
+        "{:<21} {:<14} {:>4} {:>8} {:>8}  detail",
+        "time", "kind", "gpu", "code", "value"
+    );
+    for e in &events {
+        println!(
+            "{:<21} {:<14} {:>4} {:>8} {:>8}  {}",
+            time(e.t),
+            e.kind,
+            e.gpu.map_or_else(|| "-".into(), |g| g.to_string()),
+            e.code.map_or_else(String::new, |c| c.to_string()),
+            e.value.map_or_else(String::new, |v| v.to_string()),
+            e.detail.as_deref().unwrap_or("")
+        );
+    }
+    if events.is_empty() {
+        println!("no events in this range");
+    }
+    Ok(())
+}

@@ -1,0 +1,416 @@
+//! Turns snapshots into rows: raw samples, finished minute and hour rollups,
+//! events (Xid, GPU lost / recovered, process start / stop) and counter
+//! offsets. Pure: no I/O, so it is tested with hand-made snapshots; the
+//! writer commits what it produces.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus, Snapshot};
+
+use super::catalog::{Kind, FIELDS};
+use super::rollup::{Accumulator, Value};
+
+const MINUTE_MS: i64 = 60_000;
+const HOUR_MS: i64 = 3_600_000;
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// A GPU row to insert or update.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuRow {
+    /// Key used by every other table.
+    pub id: i64,
+    /// NVML UUID (or `index-N` when NVML gave none).
+    pub uuid: String,
+    /// NVML index when last seen.
+    pub index: u32,
+    /// Product name.
+    pub name: Option<String>,
+    /// When seen, ms.
+    pub seen_ms: i64,
+}
+
+/// One raw sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleRow {
+    /// ms since the epoch.
+    pub ts: i64,
+    /// GPU id.
+    pub gpu: i64,
+    /// Whether the GPU answered.
+    pub up: bool,
+    /// Stored values in [`FIELDS`] order.
+    pub values: Vec<Option<i64>>,
+}
+
+/// One rollup row (merged into an existing row for the same period).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RollupRow {
+    /// Start of the period, ms.
+    pub ts: i64,
+    /// GPU id.
+    pub gpu: i64,
+    /// Samples folded in.
+    pub n: u64,
+    /// Of which up.
+    pub up_n: u64,
+    /// Rollup columns in catalogue order.
+    pub values: Vec<Value>,
+}
+
+/// One event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRow {
+    /// ms since the epoch.
+    pub ts: i64,
+    /// GPU id, if the event belongs to one.
+    pub gpu: Option<i64>,
+    /// What happened.
+    pub kind: &'static str,
+    /// Xid code or pid.
+    pub code: Option<i64>,
+    /// Xid count or memory (MiB).
+    pub value: Option<i64>,
+    /// Process name, loss reason.
+    pub detail: Option<String>,
+}
+
+/// Where a resettable counter stands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CounterState {
+    /// Last value the driver reported (stored units).
+    pub last_raw: f64,
+    /// Added to the driver's value so the stored one never goes down.
+    pub offset: f64,
+}
+
+/// Everything to commit in one transaction.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Batch {
+    /// GPU rows by id.
+    pub gpus: BTreeMap<i64, GpuRow>,
+    /// Raw samples.
+    pub samples: Vec<SampleRow>,
+    /// Minute rollups.
+    pub minutes: Vec<RollupRow>,
+    /// Hour rollups.
+    pub hours: Vec<RollupRow>,
+    /// Events.
+    pub events: Vec<EventRow>,
+    /// Counter states by (gpu, column).
+    pub counters: BTreeMap<(i64, &'static str), CounterState>,
+}
+
+impl Batch {
+    /// Rows it holds.
+    pub fn rows(&self) -> usize {
+        self.gpus.len()
+            + self.samples.len()
+            + self.minutes.len()
+            + self.hours.len()
+            + self.events.len()
+            + self.counters.len()
+    }
+
+    /// Adds `later`'s rows after this batch's (a failed commit is retried
+    /// together with what came since).
+    pub fn append(&mut self, later: Batch) {
+        self.gpus.extend(later.gpus);
+        self.samples.extend(later.samples);
+        self.minutes.extend(later.minutes);
+        self.hours.extend(later.hours);
+        self.events.extend(later.events);
+        self.counters.extend(later.counters);
+    }
+
+    /// Drops the oldest raw samples so at most `keep` remain; returns how
+    /// many were dropped. Rollups, events and counters are small and kept.
+    pub fn trim_samples(&mut self, keep: usize) -> usize {
+        let excess = self.samples.len().saturating_sub(keep);
+        self.samples.drain(..excess);
+        excess
+    }
+}
+
+#[derive(Debug, Default)]
+struct Process {
+    name: Option<String>,
+    peak_mib: i64,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    up: Option<bool>,
+    xid: HashMap<u64, u64>,
+    processes: HashMap<u32, Process>,
+    processes_at: usize,
+    minute: Option<Accumulator>,
+    hour: Option<Accumulator>,
+}
+
+/// Turns snapshots into batches.
+#[derive(Debug)]
+pub struct Recorder {
+    ids: HashMap<String, i64>,
+    next_id: i64,
+    counters: HashMap<(i64, &'static str), CounterState>,
+    seen: HashMap<i64, Seen>,
+    batch: Batch,
+    started: bool,
+}
+
+impl Recorder {
+    /// A recorder that knows the GPUs (id, uuid) and counter states already
+    /// in the database.
+    pub fn new(gpus: Vec<(i64, String)>, counters: Vec<((i64, String), CounterState)>) -> Self {
+        let next_id = gpus.iter().map(|(id, _)| *id).max().unwrap_or(0) + 1;
+        let counters = counters
+            .into_iter()
+            .filter_map(|((gpu, column), state)| {
+                FIELDS
+                    .iter()
+                    .find(|f| f.column == column)
+                    .map(|f| ((gpu, f.column), state))
+            })
+            .collect();
+        Recorder {
+            ids: gpus.into_iter().map(|(id, uuid)| (uuid, id)).collect(),
+            next_id,
+            counters,
+            seen: HashMap::new(),
+            batch: Batch::default(),
+            started: false,
+        }
+    }
+
+    /// Records one snapshot.
+    pub fn record(&mut self, snapshot: &Snapshot) {
+        let ts = (unix_seconds_f64(snapshot.taken_at) * 1000.0).round() as i64;
+        if !self.started {
+            self.started = true;
+            self.batch.events.push(EventRow {
+                ts,
+                gpu: None,
+                kind: "agent_start",
+                code: None,
+                value: Some(snapshot.gpus.len() as i64),
+                detail: snapshot.system.driver_version.clone(),
+            });
+        }
+        for gpu in &snapshot.gpus {
+            self.record_gpu(ts, gpu);
+        }
+    }
+
+    fn record_gpu(&mut self, ts: i64, gpu: &GpuSnapshot) {
+        let key = if gpu.uuid.is_empty() {
+            format!("index-{}", gpu.index)
+        } else {
+            gpu.uuid.clone()
+        };
+        let id = match self.ids.get(&key) {
+            Some(id) => *id,
+            None => {
+                let id = self.next_id;
+                self.next_id += 1;
+                self.ids.insert(key.clone(), id);
+                id
+            }
+        };
+        self.batch.gpus.insert(
+            id,
+            GpuRow {
+                id,
+                uuid: key,
+                index: gpu.index,
+                name: gpu.identity.name.clone(),
+                seen_ms: ts,
+            },
+        );
+        let up = gpu.is_up();
+        let values: Vec<Option<i64>> = FIELDS
+            .iter()
+            .map(|field| {
+                let scaled = (field.read)(gpu).map(|v| v * field.scale)?;
+                let scaled = match field.kind {
+                    Kind::Counter => self.monotonic(id, field.column, scaled),
+                    _ => scaled,
+                };
+                Some(scaled.round() as i64)
+            })
+            .collect();
+        self.roll_up(id, ts, up, &values);
+        self.batch.samples.push(SampleRow {
+            ts,
+            gpu: id,
+            up,
+            values,
+        });
+        self.events(id, ts, gpu);
+    }
+
+    /// The driver's counter `raw` made monotonic: a drop means the driver
+    /// reset it, so what it had counted is carried in the offset.
+    fn monotonic(&mut self, gpu: i64, column: &'static str, raw: f64) -> f64 {
+        let state = self.counters.entry((gpu, column)).or_insert(CounterState {
+            last_raw: raw,
+            offset: 0.0,
+        });
+        if raw + 0.5 < state.last_raw {
+            state.offset += state.last_raw;
+        }
+        state.last_raw = raw;
+        self.batch.counters.insert((gpu, column), *state);
+        raw + state.offset
+    }
+
+    fn roll_up(&mut self, gpu: i64, ts: i64, up: bool, values: &[Option<i64>]) {
+        let seen = self.seen.entry(gpu).or_default();
+        let minute_start = ts - ts.rem_euclid(MINUTE_MS);
+        if seen
+            .minute
+            .as_ref()
+            .is_some_and(|m| m.start_ms != minute_start)
+        {
+            if let Some(done) = seen.minute.take() {
+                finish_minute(gpu, seen, done, &mut self.batch);
+            }
+        }
+        seen.minute
+            .get_or_insert_with(|| Accumulator::new(minute_start))
+            .add_sample(up, values);
+    }
+
+    fn events(&mut self, gpu: i64, ts: i64, snapshot: &GpuSnapshot) {
+        let seen = self.seen.entry(gpu).or_default();
+        let up = snapshot.is_up();
+        match (&snapshot.status, seen.up) {
+            (GpuStatus::Lost { reason }, None | Some(true)) => self.batch.events.push(EventRow {
+                ts,
+                gpu: Some(gpu),
+                kind: "gpu_lost",
+                code: None,
+                value: None,
+                detail: Some(reason.clone()),
+            }),
+            (GpuStatus::Up, Some(false)) => self.batch.events.push(EventRow {
+                ts,
+                gpu: Some(gpu),
+                kind: "gpu_recovered",
+                code: None,
+                value: None,
+                detail: None,
+            }),
+            _ => {}
+        }
+        seen.up = Some(up);
+        for xid in snapshot.xid_errors.iter() {
+            let before = seen.xid.insert(xid.code, xid.count).unwrap_or(0);
+            if xid.count > before {
+                self.batch.events.push(EventRow {
+                    ts,
+                    gpu: Some(gpu),
+                    kind: "xid",
+                    code: Some(xid.code as i64),
+                    value: Some((xid.count - before) as i64),
+                    detail: None,
+                });
+            }
+        }
+        // A lost GPU shows no processes; that is not the processes stopping.
+        let list = Arc::as_ptr(&snapshot.processes) as usize;
+        if !up || list == seen.processes_at {
+            return;
+        }
+        let first_look = seen.processes_at == 0;
+        seen.processes_at = list;
+        let mut still = HashMap::with_capacity(snapshot.processes.len());
+        for p in snapshot.processes.iter() {
+            let mib = p
+                .used_memory_bytes
+                .map_or(0, |b| (b as f64 / MIB).round() as i64);
+            let entry = match seen.processes.remove(&p.pid) {
+                Some(mut known) => {
+                    known.peak_mib = known.peak_mib.max(mib);
+                    known
+                }
+                None => {
+                    self.batch.events.push(EventRow {
+                        ts,
+                        gpu: Some(gpu),
+                        kind: "process_start",
+                        code: Some(i64::from(p.pid)),
+                        value: Some(mib),
+                        detail: Some(match (&p.name, first_look) {
+                            (Some(name), false) => name.clone(),
+                            (Some(name), true) => format!("{name} (running when gpuwatch started)"),
+                            (None, _) => String::new(),
+                        }),
+                    });
+                    Process {
+                        name: p.name.clone(),
+                        peak_mib: mib,
+                    }
+                }
+            };
+            still.insert(p.pid, entry);
+        }
+        for (pid, gone) in seen.processes.drain() {
+            self.batch.events.push(EventRow {
+                ts,
+                gpu: Some(gpu),
+                kind: "process_stop",
+                code: Some(i64::from(pid)),
+                value: Some(gone.peak_mib),
+                detail: gone.name,
+            });
+        }
+        seen.processes = still;
+    }
+
+    /// The rows recorded since the last call.
+    pub fn take_batch(&mut self) -> Batch {
+        std::mem::take(&mut self.batch)
+    }
+
+    /// Like [`Recorder::take_batch`], plus the minutes and hours still open
+    /// (at shutdown). Rollup rows merge in the database, so continuing the
+    /// same minute after a restart adds to it rather than replacing it.
+    pub fn take_final_batch(&mut self) -> Batch {
+        for (gpu, seen) in &mut self.seen {
+            if let Some(minute) = seen.minute.take() {
+                finish_minute(*gpu, seen, minute, &mut self.batch);
+            }
+            if let Some(hour) = seen.hour.take() {
+                self.batch.hours.push(row(*gpu, &hour));
+            }
+        }
+        self.take_batch()
+    }
+}
+
+fn finish_minute(gpu: i64, seen: &mut Seen, minute: Accumulator, batch: &mut Batch) {
+    batch.minutes.push(row(gpu, &minute));
+    let hour_start = minute.start_ms - minute.start_ms.rem_euclid(HOUR_MS);
+    if seen.hour.as_ref().is_some_and(|h| h.start_ms != hour_start) {
+        if let Some(done) = seen.hour.take() {
+            batch.hours.push(row(gpu, &done));
+        }
+    }
+    seen.hour
+        .get_or_insert_with(|| Accumulator::new(hour_start))
+        .merge(&minute);
+}
+
+fn row(gpu: i64, acc: &Accumulator) -> RollupRow {
+    RollupRow {
+        ts: acc.start_ms,
+        gpu,
+        n: acc.n,
+        up_n: acc.up_n,
+        values: acc.values(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

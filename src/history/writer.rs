@@ -1,0 +1,173 @@
+//! The writer task: receives snapshots from the sampler's bounded queue,
+//! records them, commits a batch every `batch_interval`, and prunes every
+//! minute. A failed commit (disk full, read-only file) is logged once a
+//! minute, counted, and retried with the next batch; /metrics is never
+//! affected. At shutdown the open minute and hour are flushed too.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{mpsc, watch};
+use tracing::{error, info, warn};
+
+use crate::gpu::Snapshot;
+
+use super::recorder::{Batch, Recorder};
+use super::retention::{self, Retention};
+use super::sql;
+use super::stats::HistoryStats;
+use super::store::Store;
+
+/// How the writer batches and prunes.
+#[derive(Debug, Clone)]
+pub struct WriterSettings {
+    /// Time between commits.
+    pub batch_interval: Duration,
+    /// Retention per tier.
+    pub retention: Retention,
+    /// Optional size cap, bytes.
+    pub max_bytes: Option<u64>,
+    /// Raw samples kept in memory while commits fail (about an hour of 8
+    /// GPUs at 1 Hz by default); older ones are given up and counted.
+    pub max_pending_samples: usize,
+}
+
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+const LOG_ERRORS_EVERY: Duration = Duration::from_secs(60);
+
+/// Runs until the queue closes or `shutdown` turns true, then commits what
+/// is left.
+pub async fn run(
+    store: Store,
+    mut snapshots: mpsc::Receiver<Arc<Snapshot>>,
+    settings: WriterSettings,
+    stats: Arc<HistoryStats>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (gpus, counters) = match sql::load_state(&store.pool).await {
+        Ok(state) => state,
+        Err(e) => {
+            error!(path = %store.path.display(), error = %e, "Cannot read the history database's state; history is not recorded.");
+            return;
+        }
+    };
+    let mut writer = Writer {
+        recorder: Recorder::new(gpus, counters),
+        pending: Batch::default(),
+        store,
+        settings,
+        stats,
+        last_error_log: None,
+    };
+    writer.prune().await;
+    let mut commit_tick = tokio::time::interval(writer.settings.batch_interval);
+    commit_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut prune_tick = tokio::time::interval(PRUNE_EVERY);
+    prune_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            snapshot = snapshots.recv() => match snapshot {
+                Some(snapshot) => writer.recorder.record(&snapshot),
+                None => break,
+            },
+            _ = commit_tick.tick() => writer.commit(false).await,
+            _ = prune_tick.tick() => writer.prune().await,
+            _ = shutdown.changed() => break,
+        }
+    }
+    while let Ok(snapshot) = snapshots.try_recv() {
+        writer.recorder.record(&snapshot);
+    }
+    writer.commit(true).await;
+}
+
+struct Writer {
+    recorder: Recorder,
+    /// Rows not yet committed (carried over after a failed commit).
+    pending: Batch,
+    store: Store,
+    settings: WriterSettings,
+    stats: Arc<HistoryStats>,
+    last_error_log: Option<Instant>,
+}
+
+impl Writer {
+    async fn commit(&mut self, last: bool) {
+        let fresh = if last {
+            self.recorder.take_final_batch()
+        } else {
+            self.recorder.take_batch()
+        };
+        self.pending.append(fresh);
+        if self.pending.rows() == 0 {
+            return;
+        }
+        let started = Instant::now();
+        match sql::commit(&self.store.pool, &self.pending).await {
+            Ok(rows) => {
+                self.stats
+                    .rows_written
+                    .fetch_add(rows as u64, Ordering::Relaxed);
+                self.stats
+                    .last_commit_micros
+                    .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                if self.last_error_log.take().is_some() {
+                    info!(path = %self.store.path.display(), "History writes work again.");
+                }
+                self.pending = Batch::default();
+            }
+            Err(e) => {
+                self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                let discarded = self.pending.trim_samples(self.settings.max_pending_samples);
+                self.stats
+                    .samples_discarded
+                    .fetch_add(discarded as u64, Ordering::Relaxed);
+                if self
+                    .last_error_log
+                    .is_none_or(|at| at.elapsed() >= LOG_ERRORS_EVERY)
+                {
+                    self.last_error_log = Some(Instant::now());
+                    warn!(path = %self.store.path.display(), error = %e, pending_rows = self.pending.rows(),
+                        "Cannot write to the history database (disk full or read-only?); keeping the rows and retrying. /metrics is not affected.");
+                }
+            }
+        }
+    }
+
+    async fn prune(&mut self) {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        match retention::prune(
+            &self.store.pool,
+            self.settings.retention,
+            self.settings.max_bytes,
+            now_ms,
+        )
+        .await
+        {
+            Ok(n) => {
+                self.stats.rows_pruned.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(e) => {
+                if self
+                    .last_error_log
+                    .is_none_or(|at| at.elapsed() >= LOG_ERRORS_EVERY)
+                {
+                    self.last_error_log = Some(Instant::now());
+                    warn!(path = %self.store.path.display(), error = %e, "Pruning the history database failed; retrying in a minute.");
+                }
+            }
+        }
+        if let Ok(bytes) = self.store.size_bytes().await {
+            self.stats.database_bytes.store(bytes, Ordering::Relaxed);
+        }
+        if let Ok(oldest) = retention::oldest(&self.store.pool).await {
+            for (slot, (_, ms)) in self.stats.oldest_ms.iter().zip(oldest) {
+                slot.store(ms.unwrap_or(-1), Ordering::Relaxed);
+            }
+        }
+    }
+}

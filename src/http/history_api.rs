@@ -1,0 +1,155 @@
+//! `GET /api/v1/history` and `GET /api/v1/events`: JSON over the history
+//! database. A bad parameter is a 400 whose JSON names it and says why.
+
+use std::collections::HashMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hyper::StatusCode;
+use serde_json::json;
+
+use crate::history::catalog;
+use crate::history::query::{self, GpuSelector, QueryError};
+use crate::history::timespec::{parse_step, parse_time};
+
+use super::routes::{respond, HttpResponse};
+use super::HttpState;
+
+fn json_response(status: StatusCode, value: &serde_json::Value) -> HttpResponse {
+    respond(status, "application/json", value.to_string())
+}
+
+fn bad(parameter: &str, message: &str) -> HttpResponse {
+    json_response(
+        StatusCode::BAD_REQUEST,
+        &json!({ "error": format!("{parameter}: {message}"), "parameter": parameter }),
+    )
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn params(query: Option<&str>) -> HashMap<String, String> {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn failed(error: QueryError) -> HttpResponse {
+    match error {
+        QueryError::BadParameter { parameter, message } => bad(parameter, &message),
+        QueryError::Sql(e) => json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &json!({ "error": format!("reading the history database failed: {e}") }),
+        ),
+    }
+}
+
+fn disabled() -> HttpResponse {
+    json_response(
+        StatusCode::NOT_FOUND,
+        &json!({ "error": "history is disabled on this agent ([history] enabled = false, or --no-history)" }),
+    )
+}
+
+/// `?gpu=INDEX|UUID&metric=NAME&from=-1h&to=now&step=1m`
+pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
+    let Some(api) = &state.history else {
+        return disabled();
+    };
+    let p = params(query);
+    let now = now_ms();
+    let Some(gpu) = p.get("gpu") else {
+        return bad("gpu", "missing: give a GPU index (0, 1, ...) or UUID");
+    };
+    let gpu: GpuSelector = match gpu.parse() {
+        Ok(gpu) => gpu,
+        Err(message) => return bad("gpu", &message),
+    };
+    let Some(metric) = p.get("metric") else {
+        return bad(
+            "metric",
+            &format!("missing: one of {}", catalog::names().join(", ")),
+        );
+    };
+    let Some(field) = catalog::field(metric) else {
+        return bad(
+            "metric",
+            &format!(
+                "unknown metric \"{metric}\": one of {}",
+                catalog::names().join(", ")
+            ),
+        );
+    };
+    let from = match parse_time(p.get("from").map_or("-1h", String::as_str), now) {
+        Ok(t) => t,
+        Err(message) => return bad("from", &message),
+    };
+    let to = match parse_time(p.get("to").map_or("now", String::as_str), now) {
+        Ok(t) => t,
+        Err(message) => return bad("to", &message),
+    };
+    let step = match p.get("step").map(|s| parse_step(s)) {
+        None => None,
+        Some(Ok(step)) => Some(step),
+        Some(Err(message)) => return bad("step", &message),
+    };
+    match query::series(
+        &api.store.pool,
+        &gpu,
+        field,
+        from,
+        to,
+        step,
+        api.retention,
+        now,
+    )
+    .await
+    {
+        Ok(series) => json_response(StatusCode::OK, &json!(series)),
+        Err(e) => failed(e),
+    }
+}
+
+/// `?from=-1d&to=now&gpu=&kind=&limit=`
+pub async fn events(state: &HttpState, query: Option<&str>) -> HttpResponse {
+    let Some(api) = &state.history else {
+        return disabled();
+    };
+    let p = params(query);
+    let now = now_ms();
+    let from = match parse_time(p.get("from").map_or("-1d", String::as_str), now) {
+        Ok(t) => t,
+        Err(message) => return bad("from", &message),
+    };
+    let to = match parse_time(p.get("to").map_or("now", String::as_str), now) {
+        Ok(t) => t,
+        Err(message) => return bad("to", &message),
+    };
+    let gpu: Option<GpuSelector> = match p.get("gpu").map(|g| g.parse()) {
+        None => None,
+        Some(Ok(gpu)) => Some(gpu),
+        Some(Err(message)) => return bad("gpu", &message),
+    };
+    let limit = match p.get("limit").map(|l| l.parse::<i64>()) {
+        None => 1000,
+        Some(Ok(l)) if (1..=100_000).contains(&l) => l,
+        Some(_) => return bad("limit", "must be a number from 1 to 100000"),
+    };
+    match query::events(
+        &api.store.pool,
+        from,
+        to,
+        gpu.as_ref(),
+        p.get("kind").map(String::as_str),
+        limit,
+    )
+    .await
+    {
+        Ok(events) => json_response(StatusCode::OK, &json!({ "events": events })),
+        Err(e) => failed(e),
+    }
+}
