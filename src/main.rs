@@ -15,6 +15,7 @@ const EXAMPLES: &str = "Examples:
   gpuwatch status                              # one sample, as a table
   gpuwatch status --simulate h100x8 --json
   gpuwatch validate --config gpuwatch.toml
+  gpuwatch run --web-config /etc/gpuwatch/web.yml  # TLS and basic auth
 
 Built-in scenarios: demo, desktop-rtx3090, h100x8, thermal-incident, memory-pressure, faults, golden";
 
@@ -35,12 +36,18 @@ enum Command {
         /// Address to listen on, e.g. 0.0.0.0:9842 or :9842 (default from the config: 0.0.0.0:9842).
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
+        /// Web configuration (exporter-toolkit format): TLS and basic auth for every path (overrides server.web_config).
+        #[arg(long, value_name = "FILE")]
+        web_config: Option<PathBuf>,
     },
     /// Check a configuration file and print every problem with file, line and field.
     Validate {
         /// Configuration file (TOML).
         #[arg(long, short, value_name = "FILE", env = "GPUWATCH_CONFIG")]
         config: Option<PathBuf>,
+        /// Web configuration to check too (default: the configuration's server.web_config).
+        #[arg(long, value_name = "FILE")]
+        web_config: Option<PathBuf>,
     },
     /// Take one sample and print it as a table (or JSON).
     Status {
@@ -78,12 +85,19 @@ impl From<SourceArgs> for SourceOptions {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { source, listen } => app::run(RunOptions {
+        Command::Run {
+            source,
+            listen,
+            web_config,
+        } => app::run(RunOptions {
             source: source.into(),
             listen,
+            web_config,
         })
         .map(|()| true),
-        Command::Validate { config } => app::validate(config.as_deref()),
+        Command::Validate { config, web_config } => {
+            app::validate(config.as_deref(), web_config.as_deref())
+        }
         Command::Status { source, json } => app::status(source.into(), json).map(|()| true),
     };
     match result {
