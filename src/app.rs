@@ -250,7 +250,12 @@ pub fn validate(config: Option<&Path>, web_config: Option<&Path>) -> anyhow::Res
             .and_then(|c| c.server.web_config),
         None => None,
     };
-    let config_ok = validate_config(config)?;
+    // `validate --web-config FILE` alone checks just that file.
+    let config_ok = if config.is_none() && web_config.is_some() {
+        true
+    } else {
+        validate_config(config)?
+    };
     let Some(file) = webconfig::choose_file(web_config, config, configured.as_deref()) else {
         return Ok(config_ok);
     };

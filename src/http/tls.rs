@@ -37,8 +37,22 @@ fn error(field: &str, message: String) -> TlsError {
     }
 }
 
+/// What the files named in `tls_server_config` hold.
+#[derive(Debug)]
+pub struct Material {
+    certs: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    roots: Option<Arc<RootCertStore>>,
+}
+
 /// Reads the files named in `settings` and builds the acceptor.
 pub fn acceptor(settings: &TlsSettings) -> Result<TlsAcceptor, Vec<TlsError>> {
+    build(settings, load(settings)?)
+}
+
+/// Reads the certificate, key and client CA files; every unreadable one is
+/// reported.
+pub fn load(settings: &TlsSettings) -> Result<Material, Vec<TlsError>> {
     let mut errors = Vec::new();
     let certs = read_certs("cert_file", &settings.cert_file)
         .map_err(|e| errors.push(e))
@@ -73,6 +87,12 @@ pub fn acceptor(settings: &TlsSettings) -> Result<TlsAcceptor, Vec<TlsError>> {
     if !errors.is_empty() {
         return Err(errors);
     }
+    Ok(Material { certs, key, roots })
+}
+
+/// Builds the acceptor from what [`load`] read.
+pub fn build(settings: &TlsSettings, material: Material) -> Result<TlsAcceptor, Vec<TlsError>> {
+    let Material { certs, key, roots } = material;
     let provider = Arc::new(ring::default_provider());
     let verifier = client_verifier(settings.client_auth, roots, &provider).map_err(|e| vec![e])?;
     let versions: Vec<&'static SupportedProtocolVersion> = [

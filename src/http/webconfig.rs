@@ -35,7 +35,10 @@ use super::tls;
 
 /// The file as written; unknown keys are errors.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with tls_server_config, basic_auth_users or http_server_config"
+)]
 struct RawWebConfig {
     tls_server_config: Option<RawTls>,
     basic_auth_users: Option<BTreeMap<String, String>>,
@@ -43,7 +46,10 @@ struct RawWebConfig {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with cert_file, key_file and optionally client_auth_type, client_ca_file, min_version, max_version"
+)]
 struct RawTls {
     cert_file: Option<String>,
     key_file: Option<String>,
@@ -54,7 +60,7 @@ struct RawTls {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping with headers")]
 struct RawHttp {
     headers: Option<BTreeMap<String, String>>,
 }
@@ -232,24 +238,32 @@ impl WebSecurity {
                     line: location.as_ref().map(|l| l.line()),
                     column: location.as_ref().map(|l| l.column()),
                     field: String::new(),
-                    message: format!(
-                        "{message} (the web configuration knows tls_server_config, basic_auth_users and http_server_config)"
-                    ),
+                    message: if message.contains("expected") {
+                        message
+                    } else {
+                        format!("{message} (the web configuration knows tls_server_config, basic_auth_users and http_server_config)")
+                    },
                 }]);
             }
         };
-        let settings = raw.tls_server_config.map(|t| v.tls(t, base));
-        let tls = settings
-            .flatten()
-            .and_then(|settings| match tls::acceptor(&settings) {
-                Ok(acceptor) => Some(acceptor),
-                Err(errors) => {
-                    for error in errors {
-                        v.problem(&error.field, &error.message);
+        let tls =
+            raw.tls_server_config
+                .and_then(|t| v.tls(t, base))
+                .and_then(|(settings, valid)| {
+                    let built = tls::load(&settings).and_then(|material| match valid {
+                        true => tls::build(&settings, material).map(Some),
+                        false => Ok(None),
+                    });
+                    match built {
+                        Ok(acceptor) => acceptor,
+                        Err(errors) => {
+                            for error in errors {
+                                v.problem(&error.field, &error.message);
+                            }
+                            None
+                        }
                     }
-                    None
-                }
-            });
+                });
         let auth = v.users(raw.basic_auth_users.unwrap_or_default());
         let headers = v.headers(
             raw.http_server_config
@@ -315,7 +329,10 @@ impl Checker<'_> {
         });
     }
 
-    fn tls(&mut self, raw: RawTls, base: &Path) -> Option<TlsSettings> {
+    /// The settings (when both files are named) and whether every field is
+    /// valid: the files are read even when another field is wrong, so that
+    /// all problems show at once.
+    fn tls(&mut self, raw: RawTls, base: &Path) -> Option<(TlsSettings, bool)> {
         let before = self.problems.len();
         let mut path = |field: &str, value: Option<String>, required: bool| match value
             .filter(|v| !v.trim().is_empty())
@@ -386,17 +403,18 @@ impl Checker<'_> {
                 "is newer than max_version; no protocol version would be left",
             );
         }
-        if self.problems.len() != before {
-            return None;
-        }
-        Some(TlsSettings {
-            cert_file: cert_file?,
-            key_file: key_file?,
-            client_auth,
-            client_ca_file,
-            min_version,
-            max_version,
-        })
+        let valid = self.problems.len() == before;
+        Some((
+            TlsSettings {
+                cert_file: cert_file?,
+                key_file: key_file?,
+                client_auth,
+                client_ca_file,
+                min_version,
+                max_version,
+            },
+            valid,
+        ))
     }
 
     fn users(&mut self, users: BTreeMap<String, String>) -> Option<Arc<BasicAuth>> {
