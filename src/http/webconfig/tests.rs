@@ -210,3 +210,23 @@ fn the_flag_wins_and_the_config_key_is_relative_to_its_file() {
     );
     assert_eq!(choose_file(None, Some(toml), None), None);
 }
+
+#[test]
+fn the_example_file_is_valid_but_for_its_certificate_paths() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/web-config.example.yml");
+    let source = std::fs::read_to_string(path).expect("example");
+    let dir = tempfile::tempdir().expect("dir");
+    write_cert(dir.path(), "server");
+    let here = source
+        .replace(
+            "/etc/gpuwatch/tls/server.crt",
+            &dir.path().join("server.crt").display().to_string(),
+        )
+        .replace(
+            "/etc/gpuwatch/tls/server.key",
+            &dir.path().join("server.key").display().to_string(),
+        );
+    let security = WebSecurity::parse(&here, path, dir.path()).unwrap_or_else(|p| panic!("{p:#?}"));
+    assert!(security.tls.is_some() && security.auth.is_some());
+    assert_eq!(security.headers.len(), 2);
+}
