@@ -536,3 +536,53 @@ fn invalid_web_configs_are_refused_by_validate_and_run() {
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.contains("valid"), "{stdout}");
 }
+
+#[test]
+fn a_stalled_handshake_holds_a_slot_only_until_the_request_timeout() {
+    let pki = Pki::new();
+    pki.write(
+        "web.yml",
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n",
+    );
+    // server.web_config, relative to the configuration file.
+    let toml = pki.write(
+        "gpuwatch.toml",
+        "[server]\nweb_config = \"web.yml\"\nrequest_timeout = \"1s\"\nmax_connections = 1\n",
+    );
+    let agent = Agent::start(
+        "demo",
+        &["--config", toml.to_str().expect("utf-8")],
+        &[("RUST_LOG", "info,gpuwatch=debug")],
+    );
+    assert!(agent.url.starts_with("https://"), "{}", agent.url);
+    let address = agent.url.trim_start_matches("https://").to_string();
+
+    // A client that connects and never starts the handshake takes the only slot.
+    let started = Instant::now();
+    let mut idle = std::net::TcpStream::connect(&address).expect("connect");
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    std::thread::sleep(Duration::from_millis(100));
+    let (status, _, _) = get(
+        &https_client(&pki, None),
+        &format!("{}/metrics", agent.url),
+        None,
+    )
+    .expect("served once the stalled handshake timed out");
+    assert_eq!(status, 200);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(800),
+        "the request did not wait for the slot ({waited:?})"
+    );
+    // The stalled connection was closed by the server.
+    let mut buffer = [0u8; 16];
+    let read = idle.read(&mut buffer);
+    assert!(
+        matches!(read, Ok(0)) || read.is_err(),
+        "the stalled connection is still open: {read:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let log = agent.log();
+    assert!(log.contains("TLS handshake timed out"), "{log}");
+}
