@@ -18,6 +18,7 @@ const EXAMPLES: &str = "Examples:
   gpuwatch validate --config gpuwatch.toml
   gpuwatch history --gpu 3 --metric temperature --since 6h --step 1m
   gpuwatch events --since 1d
+  gpuwatch run --web-config /etc/gpuwatch/web.yml  # TLS and basic auth
 
 Built-in scenarios: demo, desktop-rtx3090, h100x8, thermal-incident, memory-pressure, faults, golden";
 
@@ -38,6 +39,9 @@ enum Command {
         /// Address to listen on, e.g. 0.0.0.0:9842 or :9842 (default from the config: 0.0.0.0:9842).
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
+        /// Web configuration (exporter-toolkit format): TLS and basic auth for every path (overrides server.web_config).
+        #[arg(long, value_name = "FILE")]
+        web_config: Option<PathBuf>,
         /// History database file (overrides history.path).
         #[arg(long, value_name = "PATH")]
         history_db: Option<PathBuf>,
@@ -96,6 +100,9 @@ enum Command {
         /// Configuration file (TOML).
         #[arg(long, short, value_name = "FILE", env = "GPUWATCH_CONFIG")]
         config: Option<PathBuf>,
+        /// Web configuration to check too (default: the configuration's server.web_config).
+        #[arg(long, value_name = "FILE")]
+        web_config: Option<PathBuf>,
     },
     /// Take one sample and print it as a table (or JSON).
     Status {
@@ -155,12 +162,14 @@ fn main() -> ExitCode {
         Command::Run {
             source,
             listen,
+            web_config,
             history_db,
             reset_history,
             no_history,
         } => app::run(RunOptions {
             source: source.into(),
             listen,
+            web_config,
             history_db,
             reset_history,
             no_history,
@@ -200,7 +209,9 @@ fn main() -> ExitCode {
             format,
         })
         .map(|()| true),
-        Command::Validate { config } => app::validate(config.as_deref()),
+        Command::Validate { config, web_config } => {
+            app::validate(config.as_deref(), web_config.as_deref())
+        }
         Command::Status { source, json } => app::status(source.into(), json).map(|()| true),
     };
     match result {

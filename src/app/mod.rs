@@ -21,8 +21,9 @@ use crate::history::stats::{HistoryCollector, HistoryStats};
 use crate::history::store::move_aside;
 use crate::history::writer::{self, WriterSettings};
 use crate::history::Store;
+use crate::http::webconfig::{self, WebSecurity};
 use crate::http::HistoryApi;
-use crate::http::{serve, HttpState, ServerLimits};
+use crate::http::{serve_secured, HttpState, ServerLimits};
 use crate::sampler::procnames::ProcessNames;
 use crate::sampler::reader::{NodeReader, Tiers};
 use crate::sampler::{watchdog, Sampler, SamplerSettings, SnapshotSink};
@@ -46,6 +47,8 @@ pub struct RunOptions {
     pub source: SourceOptions,
     /// `--listen`.
     pub listen: Option<String>,
+    /// `--web-config`: TLS and basic auth (overrides `server.web_config`).
+    pub web_config: Option<PathBuf>,
     /// `--history-db`: overrides history.path.
     pub history_db: Option<PathBuf>,
     /// `--reset-history`: move the existing database aside first.
@@ -135,6 +138,11 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
         config.server.listen =
             parse_listen(listen).map_err(|m| anyhow::anyhow!("--listen: {m}"))?;
     }
+    let security = load_security(
+        options.web_config.as_deref(),
+        options.source.config.as_deref(),
+        &config,
+    )?;
     let source = resolve_source(&options.source, &config)?;
     init_logging(&config);
     let driver = Driver::open(source.library.as_deref())?;
@@ -191,27 +199,60 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
     };
     let sampler =
         Sampler::start(settings, driver, sinks).context("cannot start the sampler thread")?;
-    let result = runtime.block_on(serve_until_signal(&config, &sampler, history));
+    let result = runtime.block_on(serve_until_signal(&config, &sampler, history, security));
     sampler.stop(Duration::from_secs(2));
     result
+}
+
+/// The web configuration, when one is given: TLS and basic auth.
+fn load_security(
+    flag: Option<&Path>,
+    config_file: Option<&Path>,
+    config: &Config,
+) -> anyhow::Result<WebSecurity> {
+    let Some(file) = webconfig::choose_file(flag, config_file, config.server.web_config.as_deref())
+    else {
+        return Ok(WebSecurity::none());
+    };
+    WebSecurity::load(&file).map_err(|problems| {
+        let lines: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        anyhow::anyhow!(
+            "the web configuration {} has {} problem{}:\n  {}\nRun `gpuwatch validate --web-config {}` after fixing it.",
+            file.display(),
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" },
+            lines.join("\n  "),
+            file.display()
+        )
+    })
 }
 
 async fn serve_until_signal(
     config: &Config,
     sampler: &Sampler,
     history: Option<HistoryRun>,
+    security: WebSecurity,
 ) -> anyhow::Result<()> {
     let address = config.server.listen;
     let listener = TcpListener::bind(address).await.with_context(|| {
         format!("cannot listen on {address}: is another gpuwatch (or another exporter) using that port? Choose another with --listen or server.listen")
     })?;
     let bound = listener.local_addr().unwrap_or(address);
+    let scheme = security.scheme();
     let shown = if bound.ip().is_unspecified() {
-        format!("http://localhost:{}", bound.port())
+        format!("{scheme}://localhost:{}", bound.port())
     } else {
-        format!("http://{bound}")
+        format!("{scheme}://{bound}")
     };
     info!(address = %bound, "Serving {shown}/metrics (landing page at {shown}/).");
+    if security.tls.is_some() || security.auth.is_some() {
+        info!(
+            web_config = %security.file.display(),
+            tls = security.tls.is_some(),
+            basic_auth = security.auth.is_some(),
+            "Web security on: every path, /-/healthy and /-/ready included."
+        );
+    }
     let stale_after = config.sampler.stale_after();
     let mut exporter = Exporter::new(sampler.snapshots(), stale_after);
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -247,7 +288,13 @@ async fn serve_until_signal(
         max_connections: config.server.max_connections,
         request_timeout: config.server.request_timeout,
     };
-    let server = tokio::spawn(serve(listener, state, limits, shutdown_rx));
+    let server = tokio::spawn(serve_secured(
+        listener,
+        state,
+        limits,
+        Arc::new(security),
+        shutdown_rx,
+    ));
     wait_for_signal().await;
     info!("Shutting down.");
     let _ = shutdown_tx.send(true);
@@ -276,7 +323,45 @@ async fn wait_for_signal() {
 }
 
 /// `gpuwatch validate`: prints every problem; `Ok(false)` when invalid.
-pub fn validate(config: Option<&Path>) -> anyhow::Result<bool> {
+/// Also checks the web configuration, from `web_config` or the
+/// configuration's `server.web_config`.
+pub fn validate(config: Option<&Path>, web_config: Option<&Path>) -> anyhow::Result<bool> {
+    let configured = match config {
+        Some(path) => Config::load(Some(path))
+            .ok()
+            .and_then(|c| c.server.web_config),
+        None => None,
+    };
+    // `validate --web-config FILE` alone checks just that file.
+    let config_ok = if config.is_none() && web_config.is_some() {
+        true
+    } else {
+        validate_config(config)?
+    };
+    let Some(file) = webconfig::choose_file(web_config, config, configured.as_deref()) else {
+        return Ok(config_ok);
+    };
+    match WebSecurity::load(&file) {
+        Ok(_) => {
+            println!("{}: valid", file.display());
+            Ok(config_ok)
+        }
+        Err(problems) => {
+            for problem in &problems {
+                println!("{problem}");
+            }
+            println!(
+                "{}: {} problem{}",
+                file.display(),
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" }
+            );
+            Ok(false)
+        }
+    }
+}
+
+fn validate_config(config: Option<&Path>) -> anyhow::Result<bool> {
     let Some(path) = config else {
         println!("No configuration file given (--config FILE): the defaults are used, and they are valid.");
         return Ok(true);

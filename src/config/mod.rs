@@ -60,6 +60,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Longest a request may take, headers included.
     pub request_timeout: Duration,
+    /// Web configuration file (exporter-toolkit format: TLS, basic auth),
+    /// as written; `--web-config` overrides it.
+    pub web_config: Option<PathBuf>,
 }
 
 /// Sampling settings.
@@ -320,6 +323,7 @@ impl Config {
                 listen,
                 max_connections,
                 request_timeout,
+                web_config: server.web_config,
             },
             sampler: SamplerConfig {
                 interval,

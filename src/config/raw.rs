@@ -30,6 +30,8 @@ pub struct RawServer {
     pub max_connections: Option<Spanned<usize>>,
     /// Request time limit.
     pub request_timeout: Option<Spanned<String>>,
+    /// Web configuration file (TLS, basic auth).
+    pub web_config: Option<PathBuf>,
 }
 
 /// `[sampler]`.

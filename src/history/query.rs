@@ -230,9 +230,24 @@ pub async fn series(
     let r = |e: &str| format!("CAST({e} AS REAL)");
     let (mn, mx, av, ls) = match (tier, field.kind) {
         (Tier::Raw, _) => (r(c), r(c), r(c), r(c)),
-        (_, Kind::Gauge) => (r(&format!("{c}_min")), r(&format!("{c}_max")), r(&format!("{c}_avg")), r(&format!("{c}_last"))),
-        (_, Kind::Bits) => ("NULL".into(), "NULL".into(), "NULL".into(), r(&format!("{c}_any"))),
-        (_, Kind::Counter | Kind::State) => ("NULL".into(), "NULL".into(), "NULL".into(), r(&format!("{c}_last"))),
+        (_, Kind::Gauge) => (
+            r(&format!("{c}_min")),
+            r(&format!("{c}_max")),
+            r(&format!("{c}_avg")),
+            r(&format!("{c}_last")),
+        ),
+        (_, Kind::Bits) => (
+            "NULL".into(),
+            "NULL".into(),
+            "NULL".into(),
+            r(&format!("{c}_any")),
+        ),
+        (_, Kind::Counter | Kind::State) => (
+            "NULL".into(),
+            "NULL".into(),
+            "NULL".into(),
+            r(&format!("{c}_last")),
+        ),
     };
     let n = if tier == Tier::Raw { "1" } else { "n" };
     let sql = format!(

@@ -5,10 +5,16 @@
 //! shutdown, so tests bind 127.0.0.1:0 and talk real TCP. Connections are
 //! bounded by a semaphore, headers by size and time, and every request by a
 //! timeout. A scrape renders the latest snapshot; it never waits on NVML.
+//!
+//! With a web configuration ([`webconfig`], `--web-config`) the same server
+//! speaks TLS and asks for basic auth on every path: [`serve_secured`].
 
+pub mod auth;
 mod history_api;
 mod landing;
 mod routes;
+pub mod tls;
+pub mod webconfig;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -17,7 +23,8 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tracing::{debug, warn};
@@ -26,6 +33,7 @@ use crate::exporter::Exporter;
 use crate::sampler::{Progress, SnapshotReceiver};
 
 pub use routes::Readiness;
+pub use webconfig::WebSecurity;
 
 /// What the handlers read.
 #[derive(Debug)]
@@ -69,6 +77,26 @@ pub async fn serve(
     listener: TcpListener,
     state: Arc<HttpState>,
     limits: ServerLimits,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    serve_secured(
+        listener,
+        state,
+        limits,
+        Arc::new(WebSecurity::none()),
+        shutdown,
+    )
+    .await
+}
+
+/// [`serve`] with TLS, basic auth and response headers from a web
+/// configuration. A TLS handshake holds a connection slot and must finish
+/// within the request timeout; one that fails is logged at debug level.
+pub async fn serve_secured(
+    listener: TcpListener,
+    state: Arc<HttpState>,
+    limits: ServerLimits,
+    security: Arc<WebSecurity>,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -99,31 +127,35 @@ pub async fn serve(
             debug!(error = %error, "Cannot set TCP_NODELAY.");
         }
         let state = state.clone();
+        let security = security.clone();
+        let watcher = graceful.watcher();
         let timeout = limits.request_timeout;
-        let service = service_fn(move |request| {
-            let state = state.clone();
-            async move {
-                let response =
-                    match tokio::time::timeout(timeout, routes::handle(&state, &request)).await {
-                        Ok(response) => response,
-                        Err(_) => routes::text(
-                            hyper::StatusCode::SERVICE_UNAVAILABLE,
-                            "request timed out\n",
-                        ),
-                    };
-                Ok::<_, Infallible>(response)
-            }
-        });
-        let connection = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(timeout)
-            .max_buf_size(MAX_HEAD_BYTES)
-            .keep_alive(true)
-            .serve_connection(TokioIo::new(stream), service);
-        let connection = graceful.watch(connection);
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                debug!(peer = %peer, error = %error, "Connection ended with an error.");
+            match &security.tls {
+                None => {
+                    serve_connection(stream, peer, state, security.clone(), timeout, watcher).await
+                }
+                Some(acceptor) => {
+                    match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => {
+                            serve_connection(
+                                stream,
+                                peer,
+                                state,
+                                security.clone(),
+                                timeout,
+                                watcher,
+                            )
+                            .await
+                        }
+                        Ok(Err(error)) => {
+                            debug!(peer = %peer, error = %error, "TLS handshake failed.");
+                        }
+                        Err(_) => {
+                            debug!(peer = %peer, "TLS handshake timed out.");
+                        }
+                    }
+                }
             }
             drop(permit);
         });
@@ -136,4 +168,52 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+async fn serve_connection<S>(
+    stream: S,
+    peer: std::net::SocketAddr,
+    state: Arc<HttpState>,
+    security: Arc<WebSecurity>,
+    timeout: Duration,
+    watcher: Watcher,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let state = state.clone();
+        let security = security.clone();
+        async move {
+            let handled = async {
+                if let Some(auth) = &security.auth {
+                    let given = request.headers().get(hyper::header::AUTHORIZATION);
+                    if !auth.check(given).await {
+                        debug!(peer = %peer, path = request.uri().path(), "Basic auth failed or missing.");
+                        return routes::unauthorized();
+                    }
+                }
+                routes::handle(&state, &request).await
+            };
+            let mut response = match tokio::time::timeout(timeout, handled).await {
+                Ok(response) => response,
+                Err(_) => routes::text(
+                    hyper::StatusCode::SERVICE_UNAVAILABLE,
+                    "request timed out\n",
+                ),
+            };
+            for (name, value) in &security.headers {
+                response.headers_mut().insert(name.clone(), value.clone());
+            }
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(timeout)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    if let Err(error) = watcher.watch(connection).await {
+        debug!(peer = %peer, error = %error, "Connection ended with an error.");
+    }
 }

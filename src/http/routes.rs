@@ -173,6 +173,19 @@ fn snapshot_json(state: &HttpState) -> HttpResponse {
     }
 }
 
+/// 401 with the basic-auth challenge.
+pub fn unauthorized() -> HttpResponse {
+    let mut response = text(
+        StatusCode::UNAUTHORIZED,
+        "authentication required: send the user and password configured in basic_auth_users\n",
+    );
+    response.headers_mut().insert(
+        hyper::header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(super::auth::CHALLENGE),
+    );
+    response
+}
+
 /// A plain-text response.
 pub fn text(status: StatusCode, body: &str) -> HttpResponse {
     respond(status, "text/plain; charset=utf-8", body.to_string())

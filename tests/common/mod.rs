@@ -55,7 +55,10 @@ impl Agent {
         command
             .args(["run", "--simulate", scenario, "--listen", "127.0.0.1:0"])
             .args(args);
-        if !args.iter().any(|a| *a == "--history-db" || *a == "--no-history") {
+        if !args
+            .iter()
+            .any(|a| *a == "--history-db" || *a == "--no-history")
+        {
             command.arg("--history-db").arg(&history);
         }
         command
@@ -78,9 +81,15 @@ impl Agent {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if !sent {
-                    if let Some(rest) = line.split("Serving http://").nth(1) {
+                    // "Serving http://ADDR/metrics", or https:// with TLS.
+                    let found = [("http", "Serving http://"), ("https", "Serving https://")]
+                        .into_iter()
+                        .find_map(|(scheme, marker)| {
+                            line.split(marker).nth(1).map(|rest| (scheme, rest))
+                        });
+                    if let Some((scheme, rest)) = found {
                         let address: String = rest.split('/').next().unwrap_or("").to_string();
-                        let _ = port_tx.send(address);
+                        let _ = port_tx.send((scheme, address));
                         sent = true;
                     }
                 }
@@ -89,8 +98,8 @@ impl Agent {
                 log.push('\n');
             }
         });
-        let address = match port_rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(address) => address,
+        let (scheme, address) = match port_rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(found) => found,
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -109,7 +118,7 @@ impl Agent {
             .new_agent();
         Agent {
             child,
-            url: format!("http://{address}"),
+            url: format!("{scheme}://{address}"),
             log,
             http,
             history,

@@ -1,0 +1,519 @@
+//! The web configuration file (`--web-config`, `server.web_config`): TLS,
+//! basic auth and response headers, in the Prometheus exporter-toolkit
+//! format, so one `web.yml` serves node_exporter and gpuwatch alike.
+//!
+//! ```yaml
+//! tls_server_config:
+//!   cert_file: server.crt        # relative paths: relative to this file
+//!   key_file: server.key
+//!   client_auth_type: RequireAndVerifyClientCert
+//!   client_ca_file: clients-ca.crt
+//!   min_version: TLS12
+//! basic_auth_users:
+//!   prometheus: $2y$10$...       # bcrypt
+//! http_server_config:
+//!   headers:
+//!     X-Content-Type-Options: nosniff
+//! ```
+//!
+//! [`WebSecurity::load`] parses, checks every field, reads the certificates
+//! and keys and builds the TLS acceptor; every problem is reported at once,
+//! each with file, line and field, like the TOML configuration's.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hyper::header::{HeaderName, HeaderValue};
+use serde::Deserialize;
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::Problem;
+
+use super::auth::BasicAuth;
+use super::tls;
+
+/// The file as written; unknown keys are errors.
+#[derive(Debug, Default, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with tls_server_config, basic_auth_users or http_server_config"
+)]
+struct RawWebConfig {
+    tls_server_config: Option<RawTls>,
+    basic_auth_users: Option<BTreeMap<String, String>>,
+    http_server_config: Option<RawHttp>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with cert_file, key_file and optionally client_auth_type, client_ca_file, min_version, max_version"
+)]
+struct RawTls {
+    cert_file: Option<String>,
+    key_file: Option<String>,
+    client_auth_type: Option<String>,
+    client_ca_file: Option<String>,
+    min_version: Option<String>,
+    max_version: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with headers")]
+struct RawHttp {
+    headers: Option<BTreeMap<String, String>>,
+}
+
+/// Which client certificates the server asks for, as in exporter-toolkit
+/// (Go's `tls.ClientAuthType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// No client certificate is asked for (the default).
+    NoClientCert,
+    /// Asked for, not required, not verified.
+    RequestClientCert,
+    /// Required, not verified.
+    RequireAnyClientCert,
+    /// Not required; verified against `client_ca_file` when given.
+    VerifyClientCertIfGiven,
+    /// Required and verified against `client_ca_file`.
+    RequireAndVerifyClientCert,
+}
+
+impl ClientAuth {
+    const NAMES: &'static str = "NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert";
+
+    fn parse(text: &str) -> Option<ClientAuth> {
+        Some(match text {
+            "" | "NoClientCert" => ClientAuth::NoClientCert,
+            "RequestClientCert" => ClientAuth::RequestClientCert,
+            // "RequireClientCert": exporter-toolkit's older name.
+            "RequireAnyClientCert" | "RequireClientCert" => ClientAuth::RequireAnyClientCert,
+            "VerifyClientCertIfGiven" => ClientAuth::VerifyClientCertIfGiven,
+            "RequireAndVerifyClientCert" => ClientAuth::RequireAndVerifyClientCert,
+            _ => return None,
+        })
+    }
+
+    /// Whether certificates are checked against a CA.
+    pub fn verifies(self) -> bool {
+        matches!(
+            self,
+            ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert
+        )
+    }
+}
+
+/// A TLS protocol version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TlsVersion {
+    /// TLS 1.2.
+    Tls12,
+    /// TLS 1.3.
+    Tls13,
+}
+
+impl TlsVersion {
+    fn parse(text: &str) -> Option<TlsVersion> {
+        match text {
+            "TLS12" => Some(TlsVersion::Tls12),
+            "TLS13" => Some(TlsVersion::Tls13),
+            _ => None,
+        }
+    }
+}
+
+/// `tls_server_config`, checked, with paths resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// Server certificate chain (PEM).
+    pub cert_file: PathBuf,
+    /// Server private key (PEM).
+    pub key_file: PathBuf,
+    /// Client certificate policy.
+    pub client_auth: ClientAuth,
+    /// CAs that client certificates are verified against (PEM).
+    pub client_ca_file: Option<PathBuf>,
+    /// Oldest protocol accepted.
+    pub min_version: TlsVersion,
+    /// Newest protocol accepted.
+    pub max_version: TlsVersion,
+}
+
+/// Everything the server needs from a web configuration file, ready to use.
+#[derive(Clone)]
+pub struct WebSecurity {
+    /// The file it came from.
+    pub file: PathBuf,
+    /// TLS, when configured.
+    pub tls: Option<TlsAcceptor>,
+    /// Basic auth, when users are configured.
+    pub auth: Option<Arc<BasicAuth>>,
+    /// Headers added to every response.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl std::fmt::Debug for WebSecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebSecurity")
+            .field("file", &self.file)
+            .field("tls", &self.tls.is_some())
+            .field("auth", &self.auth.is_some())
+            .field("headers", &self.headers)
+            .finish()
+    }
+}
+
+/// Headers exporter-toolkit allows in `http_server_config.headers`.
+const ALLOWED_HEADERS: [&str; 5] = [
+    "Content-Security-Policy",
+    "X-Frame-Options",
+    "X-Content-Type-Options",
+    "X-XSS-Protection",
+    "Strict-Transport-Security",
+];
+
+impl WebSecurity {
+    /// No TLS, no auth, no extra headers: the server as without a web config.
+    pub fn none() -> WebSecurity {
+        WebSecurity {
+            file: PathBuf::new(),
+            tls: None,
+            auth: None,
+            headers: Vec::new(),
+        }
+    }
+
+    /// The URL scheme clients use.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// Reads, checks and prepares `path`. Every problem is returned, each
+    /// naming the file, the line where it can be found, and the field.
+    pub fn load(path: &Path) -> Result<WebSecurity, Vec<Problem>> {
+        let shown = path.display().to_string();
+        let source = std::fs::read_to_string(path).map_err(|error| {
+            vec![Problem {
+                file: shown.clone(),
+                line: None,
+                column: None,
+                field: String::new(),
+                message: format!(
+                    "cannot read the web configuration file: {error}; check --web-config or server.web_config"
+                ),
+            }]
+        })?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        WebSecurity::parse(&source, &shown, base)
+    }
+
+    /// Parses `source`; `file` names it in problems and relative paths are
+    /// taken from `base`.
+    pub fn parse(source: &str, file: &str, base: &Path) -> Result<WebSecurity, Vec<Problem>> {
+        let mut v = Checker {
+            file,
+            source,
+            problems: Vec::new(),
+        };
+        // An empty file (or one of comments only) is valid: nothing is enabled.
+        let raw: RawWebConfig = match serde_yaml_ng::from_str::<Option<RawWebConfig>>(source) {
+            Ok(raw) => raw.unwrap_or_default(),
+            Err(error) => {
+                let location = error.location();
+                let message = error.to_string();
+                // serde_yaml_ng appends " at line L column C"; the location
+                // is printed by Problem itself.
+                let message = match message.split_once(" at line ") {
+                    Some((head, _)) if location.is_some() => head.to_string(),
+                    _ => message,
+                };
+                return Err(vec![Problem {
+                    file: file.to_string(),
+                    line: location.as_ref().map(|l| l.line()),
+                    column: location.as_ref().map(|l| l.column()),
+                    field: String::new(),
+                    message: if message.contains("expected") {
+                        message
+                    } else {
+                        format!("{message} (the web configuration knows tls_server_config, basic_auth_users and http_server_config)")
+                    },
+                }]);
+            }
+        };
+        let tls =
+            raw.tls_server_config
+                .and_then(|t| v.tls(t, base))
+                .and_then(|(settings, valid)| {
+                    let built = tls::load(&settings).and_then(|material| match valid {
+                        true => tls::build(&settings, material).map(Some),
+                        false => Ok(None),
+                    });
+                    match built {
+                        Ok(acceptor) => acceptor,
+                        Err(errors) => {
+                            for error in errors {
+                                v.problem(&error.field, &error.message);
+                            }
+                            None
+                        }
+                    }
+                });
+        let auth = v.users(raw.basic_auth_users.unwrap_or_default());
+        let headers = v.headers(
+            raw.http_server_config
+                .and_then(|h| h.headers)
+                .unwrap_or_default(),
+        );
+        if !v.problems.is_empty() {
+            return Err(v.problems);
+        }
+        Ok(WebSecurity {
+            file: PathBuf::from(file),
+            tls,
+            auth,
+            headers,
+        })
+    }
+}
+
+/// The web configuration file to use: `--web-config` (as given) over
+/// `server.web_config`, which is relative to the configuration file's
+/// directory.
+pub fn choose_file(
+    flag: Option<&Path>,
+    config_file: Option<&Path>,
+    configured: Option<&Path>,
+) -> Option<PathBuf> {
+    if let Some(flag) = flag {
+        return Some(flag.to_path_buf());
+    }
+    let configured = configured?;
+    let base = config_file.and_then(Path::parent).unwrap_or(Path::new(""));
+    Some(resolve(base, &configured.to_string_lossy()))
+}
+
+/// Resolves a path written in a configuration file: relative paths are
+/// relative to that file's directory.
+pub fn resolve(base: &Path, written: &str) -> PathBuf {
+    let path = Path::new(written);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    }
+}
+
+struct Checker<'a> {
+    file: &'a str,
+    source: &'a str,
+    problems: Vec<Problem>,
+}
+
+impl Checker<'_> {
+    /// Records a problem at the line where the field's last key is written.
+    fn problem(&mut self, field: &str, message: &str) {
+        let key = field.rsplit('.').next().unwrap_or(field);
+        let (line, column) = locate(self.source, key).unzip();
+        self.problems.push(Problem {
+            file: self.file.to_string(),
+            line,
+            column,
+            field: field.to_string(),
+            message: message.to_string(),
+        });
+    }
+
+    /// The settings (when both files are named) and whether every field is
+    /// valid: the files are read even when another field is wrong, so that
+    /// all problems show at once.
+    fn tls(&mut self, raw: RawTls, base: &Path) -> Option<(TlsSettings, bool)> {
+        let before = self.problems.len();
+        let mut path = |field: &str, value: Option<String>, required: bool| match value
+            .filter(|v| !v.trim().is_empty())
+        {
+            Some(written) => Some(resolve(base, &written)),
+            None if required => {
+                self.problem(
+                    &format!("tls_server_config.{field}"),
+                    &format!(
+                        "is required with tls_server_config: give the path of the server's PEM {}",
+                        if field == "cert_file" {
+                            "certificate"
+                        } else {
+                            "private key"
+                        }
+                    ),
+                );
+                None
+            }
+            None => None,
+        };
+        let cert_file = path("cert_file", raw.cert_file, true);
+        let key_file = path("key_file", raw.key_file, true);
+        let client_ca_file = path("client_ca_file", raw.client_ca_file, false);
+        let client_auth = match ClientAuth::parse(raw.client_auth_type.as_deref().unwrap_or("")) {
+            Some(auth) => auth,
+            None => {
+                self.problem(
+                    "tls_server_config.client_auth_type",
+                    &format!(
+                        "\"{}\" is not a client auth type; use {}",
+                        raw.client_auth_type.as_deref().unwrap_or(""),
+                        ClientAuth::NAMES
+                    ),
+                );
+                ClientAuth::NoClientCert
+            }
+        };
+        if client_auth.verifies() && client_ca_file.is_none() {
+            self.problem(
+                "tls_server_config.client_ca_file",
+                &format!("is required with client_auth_type {client_auth:?}: give the PEM file of the CA that signs the client certificates"),
+            );
+        }
+        if client_auth == ClientAuth::NoClientCert && client_ca_file.is_some() {
+            self.problem(
+                "tls_server_config.client_ca_file",
+                "is set but client_auth_type asks for no client certificate; set client_auth_type to RequireAndVerifyClientCert (or VerifyClientCertIfGiven), or remove client_ca_file",
+            );
+        }
+        let mut version = |field: &str, value: Option<String>, default: TlsVersion| {
+            match value {
+            None => default,
+            Some(text) => TlsVersion::parse(&text).unwrap_or_else(|| {
+                self.problem(
+                    &format!("tls_server_config.{field}"),
+                    &format!("\"{text}\" is not supported; use TLS12 or TLS13 (older versions are insecure and not offered)"),
+                );
+                default
+            }),
+        }
+        };
+        let min_version = version("min_version", raw.min_version, TlsVersion::Tls12);
+        let max_version = version("max_version", raw.max_version, TlsVersion::Tls13);
+        if min_version > max_version {
+            self.problem(
+                "tls_server_config.min_version",
+                "is newer than max_version; no protocol version would be left",
+            );
+        }
+        let valid = self.problems.len() == before;
+        Some((
+            TlsSettings {
+                cert_file: cert_file?,
+                key_file: key_file?,
+                client_auth,
+                client_ca_file,
+                min_version,
+                max_version,
+            },
+            valid,
+        ))
+    }
+
+    fn users(&mut self, users: BTreeMap<String, String>) -> Option<Arc<BasicAuth>> {
+        if users.is_empty() {
+            return None;
+        }
+        let before = self.problems.len();
+        for (user, hash) in &users {
+            if user.contains(':') {
+                self.problem(
+                    &format!("basic_auth_users.{user}"),
+                    "a user name cannot contain ':' (HTTP basic auth separates user and password with it)",
+                );
+            }
+            if let Err(why) = check_bcrypt(hash) {
+                self.problem(
+                    &format!("basic_auth_users.{user}"),
+                    &format!("{why}; write the bcrypt hash of the password, e.g. from `htpasswd -nBC 10 \"\" | tr -d ':\\n'`, never the password itself"),
+                );
+            }
+        }
+        if self.problems.len() != before {
+            return None;
+        }
+        Some(Arc::new(BasicAuth::new(users)))
+    }
+
+    fn headers(&mut self, headers: BTreeMap<String, String>) -> Vec<(HeaderName, HeaderValue)> {
+        let mut out = Vec::new();
+        for (name, value) in headers {
+            let field = format!("http_server_config.headers.{name}");
+            let Some(allowed) = ALLOWED_HEADERS
+                .iter()
+                .find(|a| a.eq_ignore_ascii_case(&name))
+            else {
+                self.problem(
+                    &field,
+                    &format!(
+                        "is not a header that can be set; use one of {}",
+                        ALLOWED_HEADERS.join(", ")
+                    ),
+                );
+                continue;
+            };
+            let value_ok = match *allowed {
+                "X-Frame-Options" => ["deny", "sameorigin"]
+                    .iter()
+                    .any(|v| v.eq_ignore_ascii_case(&value)),
+                "X-Content-Type-Options" => value.eq_ignore_ascii_case("nosniff"),
+                _ => true,
+            };
+            if !value_ok {
+                self.problem(
+                    &field,
+                    &format!("\"{value}\" is not allowed; X-Frame-Options takes deny or sameorigin, X-Content-Type-Options takes nosniff"),
+                );
+                continue;
+            }
+            match (
+                HeaderName::from_bytes(allowed.as_bytes()),
+                HeaderValue::from_str(&value),
+            ) {
+                (Ok(name), Ok(value)) => out.push((name, value)),
+                _ => self.problem(
+                    &field,
+                    "is not a valid header value (printable ASCII, no line breaks)",
+                ),
+            }
+        }
+        out
+    }
+}
+
+/// Checks that `hash` is a bcrypt hash (`$2a$`, `$2b$`, `$2x$`, `$2y$`, cost 4–31).
+pub fn check_bcrypt(hash: &str) -> Result<(), String> {
+    match hash.parse::<bcrypt::HashParts>() {
+        Ok(parts) if (4..=31).contains(&parts.get_cost()) => Ok(()),
+        Ok(parts) => Err(format!(
+            "the bcrypt cost {} is out of range 4-31",
+            parts.get_cost()
+        )),
+        Err(_) => {
+            Err("is not a bcrypt hash (60 characters starting with $2y$, $2b$ or $2a$)".into())
+        }
+    }
+}
+
+/// Line and column (1-based) of the first `key:` in `source`.
+fn locate(source: &str, key: &str) -> Option<(usize, usize)> {
+    source.lines().enumerate().find_map(|(index, line)| {
+        let trimmed = line.trim_start();
+        let unquoted = trimmed.trim_start_matches(['"', '\'']);
+        let rest = unquoted.strip_prefix(key)?;
+        let rest = rest.trim_start_matches(['"', '\'']);
+        rest.trim_start()
+            .starts_with(':')
+            .then(|| (index + 1, line.len() - trimmed.len() + 1))
+    })
+}
+
+#[cfg(test)]
+mod tests;

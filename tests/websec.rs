@@ -1,0 +1,588 @@
+//! `--web-config`: TLS and basic auth on the real binary, scraped by an
+//! HTTPS client trusting a test CA and by a real Prometheus; invalid web
+//! configurations refused by `validate` and `run`.
+//!
+//! Certificates are made at test time (rcgen): a CA, a server certificate
+//! for 127.0.0.1 and localhost signed by it, a client certificate signed by
+//! it, and a self-signed client certificate no one trusts.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use common::{prometheus, run_cli, Agent};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose,
+};
+
+const USER: &str = "prometheus";
+const PASSWORD: &str = "correct horse battery staple";
+
+/// Test PKI written to a temp dir.
+struct Pki {
+    dir: tempfile::TempDir,
+    ca_pem: String,
+    client_pem: String,
+    client_key: String,
+    stranger_pem: String,
+    stranger_key: String,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "gpuwatch test CA");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca = ca_params.self_signed(&ca_key).expect("CA cert");
+
+        let leaf = |names: Vec<String>, purpose: ExtendedKeyUsagePurpose| {
+            let key = KeyPair::generate().expect("key");
+            let mut params = CertificateParams::new(names).expect("params");
+            params
+                .distinguished_name
+                .push(DnType::CommonName, "gpuwatch test");
+            params.extended_key_usages = vec![purpose];
+            let cert = params.signed_by(&key, &ca, &ca_key).expect("sign");
+            (cert.pem(), key.serialize_pem())
+        };
+        let (server_pem, server_key) = leaf(
+            vec!["localhost".into(), "127.0.0.1".into()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        let (client_pem, client_key) = leaf(
+            vec!["scraper.example".into()],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        );
+        let stranger_key_pair = KeyPair::generate().expect("key");
+        let mut stranger =
+            CertificateParams::new(vec!["stranger.example".to_string()]).expect("params");
+        stranger.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let stranger = stranger.self_signed(&stranger_key_pair).expect("cert");
+
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).expect("write PEM");
+        };
+        write("ca.crt", &ca.pem());
+        write("server.crt", &server_pem);
+        write("server.key", &server_key);
+        Pki {
+            ca_pem: ca.pem(),
+            client_pem,
+            client_key,
+            stranger_pem: stranger.pem(),
+            stranger_key: stranger_key_pair.serialize_pem(),
+            dir,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Writes `name` into the PKI's directory and returns its path.
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, text).expect("write");
+        path
+    }
+}
+
+/// bcrypt of `password`, at cost 4 to keep debug builds quick (the cost is
+/// the hash's business, not the server's).
+fn bcrypt_hash(password: &str) -> String {
+    bcrypt::hash(password, 4).expect("bcrypt")
+}
+
+/// An HTTPS client trusting the test CA, optionally presenting a certificate.
+fn https_client(pki: &Pki, client: Option<(&str, &str)>) -> ureq::Agent {
+    let ca = ureq::tls::Certificate::from_pem(pki.ca_pem.as_bytes()).expect("CA PEM");
+    let mut tls = ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::Specific(Arc::new(vec![ca])));
+    if let Some((cert, key)) = client {
+        let cert = ureq::tls::Certificate::from_pem(cert.as_bytes()).expect("client PEM");
+        let key = ureq::tls::PrivateKey::from_pem(key.as_bytes()).expect("client key");
+        tls = tls.client_cert(Some(ureq::tls::ClientCert::new_with_certs(&[cert], key)));
+    }
+    ureq::Agent::config_builder()
+        .tls_config(tls.build())
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .new_agent()
+}
+
+fn basic(user: &str, password: &str) -> String {
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
+}
+
+/// (status, headers, body).
+type Reply = (u16, Vec<(String, String)>, String);
+
+/// GET: (status, headers, body), or the transport error as text.
+fn get(client: &ureq::Agent, url: &str, authorization: Option<&str>) -> Result<Reply, String> {
+    let mut request = client.get(url);
+    if let Some(value) = authorization {
+        request = request.header("Authorization", value);
+    }
+    let mut response = request.call().map_err(|e| e.to_string())?;
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let body = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    Ok((response.status().as_u16(), headers, body))
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+fn start(pki: &Pki, web_yml: &str) -> Agent {
+    let web = pki.write("web.yml", web_yml);
+    Agent::start(
+        "demo",
+        &["--web-config", web.to_str().expect("utf-8 path")],
+        &[("RUST_LOG", "info,gpuwatch=debug")],
+    )
+}
+
+#[test]
+fn tls_and_basic_auth_guard_every_path() {
+    let pki = Pki::new();
+    // Relative paths: relative to web.yml's directory.
+    let agent = start(
+        &pki,
+        &format!(
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n\
+             basic_auth_users:\n  {USER}: {}\n  other: {}\n\
+             http_server_config:\n  headers:\n    X-Content-Type-Options: nosniff\n",
+            bcrypt_hash(PASSWORD),
+            bcrypt_hash("other-password")
+        ),
+    );
+    assert!(agent.url.starts_with("https://"), "{}", agent.url);
+    let client = https_client(&pki, None);
+    let url = |path: &str| format!("{}{path}", agent.url);
+
+    // Every path asks for credentials, health included.
+    for path in [
+        "/metrics",
+        "/-/healthy",
+        "/-/ready",
+        "/api/v1/snapshot",
+        "/",
+    ] {
+        let (status, headers, _) = get(&client, &url(path), None).expect("TLS request");
+        assert_eq!(status, 401, "{path} without credentials");
+        assert_eq!(
+            header(&headers, "WWW-Authenticate"),
+            Some("Basic realm=\"gpuwatch\""),
+            "{path}"
+        );
+        assert_eq!(header(&headers, "X-Content-Type-Options"), Some("nosniff"));
+    }
+    for wrong in [
+        basic(USER, "wrong"),
+        basic(USER, ""),
+        basic("nobody", PASSWORD),
+        basic("other", PASSWORD),
+        "Bearer abc".to_string(),
+        "Basic not-base64!".to_string(),
+    ] {
+        let (status, _, _) = get(&client, &url("/metrics"), Some(&wrong)).expect("request");
+        assert_eq!(status, 401, "{wrong}");
+    }
+
+    let right = basic(USER, PASSWORD);
+    let (status, headers, body) = get(&client, &url("/metrics"), Some(&right)).expect("request");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header(&headers, "X-Content-Type-Options"), Some("nosniff"));
+    assert!(body.contains("gpuwatch_build_info"), "{body}");
+    let (status, _, _) = get(&client, &url("/-/healthy"), Some(&right)).expect("request");
+    assert_eq!(status, 200);
+    // The second user, and the cached first one again.
+    let (status, _, _) = get(
+        &client,
+        &url("/metrics"),
+        Some(&basic("other", "other-password")),
+    )
+    .expect("request");
+    assert_eq!(status, 200);
+    let (status, _, _) = get(&client, &url("/metrics"), Some(&right)).expect("request");
+    assert_eq!(status, 200);
+
+    // Plain HTTP to the TLS port gets no HTTP answer; the server lives on.
+    let address = agent.url.trim_start_matches("https://").to_string();
+    let mut plain = std::net::TcpStream::connect(&address).expect("connect");
+    plain
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    plain
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("send");
+    let mut answer = Vec::new();
+    let _ = plain.read_to_end(&mut answer);
+    assert!(
+        !answer.starts_with(b"HTTP/"),
+        "plain HTTP was answered: {}",
+        String::from_utf8_lossy(&answer)
+    );
+    let plain_client = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .new_agent();
+    assert!(
+        plain_client
+            .get(&format!("http://{address}/metrics"))
+            .call()
+            .is_err(),
+        "an http:// client must fail against the TLS port"
+    );
+    // A client that does not trust the CA fails the handshake.
+    let untrusting = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .new_agent();
+    assert!(untrusting.get(&url("/metrics")).call().is_err());
+    let (status, _, _) = get(&client, &url("/metrics"), Some(&right)).expect("still serving");
+    assert_eq!(status, 200);
+
+    let log = agent.log();
+    assert!(log.contains("TLS handshake failed"), "{log}");
+    assert!(log.contains("Basic auth failed"), "{log}");
+    assert!(
+        !log.contains(PASSWORD) && !log.contains("other-password"),
+        "{log}"
+    );
+    let status = agent.terminate();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn required_client_certificates_are_verified() {
+    let pki = Pki::new();
+    let agent = start(
+        &pki,
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+         client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n  min_version: TLS12\n",
+    );
+    let url = format!("{}/metrics", agent.url);
+
+    let no_cert = get(&https_client(&pki, None), &url, None);
+    assert!(
+        no_cert.is_err(),
+        "a client without a certificate got {no_cert:?}"
+    );
+    let stranger = get(
+        &https_client(&pki, Some((&pki.stranger_pem, &pki.stranger_key))),
+        &url,
+        None,
+    );
+    assert!(
+        stranger.is_err(),
+        "a certificate from an unknown CA got {stranger:?}"
+    );
+    let (status, _, body) = get(
+        &https_client(&pki, Some((&pki.client_pem, &pki.client_key))),
+        &url,
+        None,
+    )
+    .expect("a client with a certificate from the CA");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("gpuwatch_build_info"));
+    assert!(agent.log().contains("TLS handshake failed"));
+}
+
+/// A Prometheus server scraping two jobs of the same agent: one with the
+/// right password, one with a wrong one.
+struct PrometheusServer {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for PrometheusServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn start_prometheus(target: &str, ca_file: &Path) -> PrometheusServer {
+    let binary = prometheus();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    let job = |name: &str, password: &str| {
+        format!(
+            "  - job_name: {name}\n    scheme: https\n    scrape_interval: 1s\n    scrape_timeout: 1s\n    \
+             tls_config:\n      ca_file: {}\n    basic_auth:\n      username: {USER}\n      password: '{password}'\n    \
+             static_configs:\n      - targets: ['{target}']\n",
+            ca_file.display()
+        )
+    };
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{}{}",
+        job("good", PASSWORD),
+        job("bad", "not the password")
+    );
+    let config_path = dir.path().join("prometheus.yml");
+    std::fs::write(&config_path, config).expect("write prometheus.yml");
+    let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log");
+    let child = Command::new(&binary)
+        .arg(format!("--config.file={}", config_path.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
+    PrometheusServer {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        _dir: dir,
+    }
+}
+
+fn json(client: &ureq::Agent, url: &str) -> Option<serde_json::Value> {
+    let mut response = client.get(url).call().ok()?;
+    serde_json::from_str(&response.body_mut().read_to_string().ok()?).ok()
+}
+
+#[test]
+fn prometheus_scrapes_over_tls_with_basic_auth() {
+    let pki = Pki::new();
+    let agent = start(
+        &pki,
+        &format!(
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n\
+             basic_auth_users:\n  {USER}: {}\n",
+            bcrypt_hash(PASSWORD)
+        ),
+    );
+    let target = agent.url.trim_start_matches("https://").to_string();
+    let server = start_prometheus(&target, &pki.path("ca.crt"));
+    let client = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .new_agent();
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = String::new();
+    loop {
+        let targets = json(&client, &format!("{}/api/v1/targets", server.url));
+        let metric = json(
+            &client,
+            &format!(
+                "{}/api/v1/query?query=gpuwatch_gpus%7Bjob%3D%22good%22%7D",
+                server.url
+            ),
+        );
+        if let (Some(targets), Some(metric)) = (&targets, &metric) {
+            let active = targets["data"]["activeTargets"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let of = |job: &str| {
+                active
+                    .iter()
+                    .find(|t| t["labels"]["job"] == job)
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let (good, bad) = (of("good"), of("bad"));
+            let gpus = metric["data"]["result"][0]["value"][1]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            last = format!("good: {good}\nbad: {bad}\ngpuwatch_gpus: {metric}");
+            if good["health"] == "up"
+                && bad["health"] == "down"
+                && bad["lastError"].as_str().unwrap_or("").contains("401")
+                && !gpus.is_empty()
+            {
+                assert_eq!(gpus, "4", "the demo scenario has four GPUs");
+                let up = json(
+                    &client,
+                    &format!("{}/api/v1/query?query=up%7Bjob%3D%22good%22%7D", server.url),
+                )
+                .expect("query up");
+                assert_eq!(up["data"]["result"][0]["value"][1], "1", "{up}");
+                break;
+            }
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "Prometheus did not scrape as expected within 60 s\n{last}\nagent log:\n{}",
+                agent.log()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Web configurations that must be refused, with the field named.
+fn invalid_cases() -> Vec<(&'static str, String, &'static str)> {
+    vec![
+        (
+            "unknown key",
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\n".to_string(),
+            "unknown field `cipher_suites`",
+        ),
+        (
+            "missing cert file",
+            "tls_server_config:\n  cert_file: nowhere.crt\n  key_file: server.key\n".to_string(),
+            "tls_server_config.cert_file",
+        ),
+        (
+            "non-bcrypt hash",
+            format!("basic_auth_users:\n  {USER}: {PASSWORD}\n"),
+            "basic_auth_users.prometheus",
+        ),
+    ]
+}
+
+#[test]
+fn invalid_web_configs_are_refused_by_validate_and_run() {
+    let pki = Pki::new();
+    for (what, yaml, field) in invalid_cases() {
+        let web = pki.write("bad-web.yml", &yaml);
+        let web_str = web.to_str().expect("utf-8");
+
+        let (code, stdout, stderr) = run_cli(&["validate", "--web-config", web_str], &[]);
+        assert_eq!(code, 1, "{what}: validate exit code\n{stdout}{stderr}");
+        assert!(
+            stdout.contains(web_str) && stdout.contains(field),
+            "{what}: validate must name the file and {field}:\n{stdout}"
+        );
+        assert!(!stdout.contains(PASSWORD), "{what}: {stdout}");
+
+        // Through the configuration file's server.web_config, relative to it.
+        let toml = pki.write("gpuwatch.toml", "[server]\nweb_config = \"bad-web.yml\"\n");
+        let (code, stdout, _) = run_cli(
+            &["validate", "--config", toml.to_str().expect("utf-8")],
+            &[],
+        );
+        assert_eq!(code, 1, "{what}: validate --config\n{stdout}");
+        assert!(
+            stdout.contains(web_str) && stdout.contains(field),
+            "{stdout}"
+        );
+
+        let (code, stdout, stderr) = run_cli(
+            &[
+                "run",
+                "--simulate",
+                "--listen",
+                "127.0.0.1:0",
+                "--web-config",
+                web_str,
+            ],
+            &[],
+        );
+        assert_eq!(code, 1, "{what}: run must refuse\n{stdout}{stderr}");
+        assert!(
+            stderr.contains(web_str)
+                && stderr.contains(field)
+                && stderr.contains("gpuwatch validate --web-config"),
+            "{what}: run's message:\n{stderr}"
+        );
+        assert!(!stderr.contains("Serving"), "{stderr}");
+    }
+
+    let good = pki.write(
+        "good-web.yml",
+        &format!(
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\nbasic_auth_users:\n  {USER}: {}\n",
+            bcrypt_hash(PASSWORD)
+        ),
+    );
+    let (code, stdout, _) = run_cli(
+        &["validate", "--web-config", good.to_str().expect("utf-8")],
+        &[],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("valid"), "{stdout}");
+}
+
+#[test]
+fn a_stalled_handshake_holds_a_slot_only_until_the_request_timeout() {
+    let pki = Pki::new();
+    pki.write(
+        "web.yml",
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n",
+    );
+    // server.web_config, relative to the configuration file.
+    let toml = pki.write(
+        "gpuwatch.toml",
+        "[server]\nweb_config = \"web.yml\"\nrequest_timeout = \"1s\"\nmax_connections = 1\n",
+    );
+    let agent = Agent::start(
+        "demo",
+        &["--config", toml.to_str().expect("utf-8")],
+        &[("RUST_LOG", "info,gpuwatch=debug")],
+    );
+    assert!(agent.url.starts_with("https://"), "{}", agent.url);
+    let address = agent.url.trim_start_matches("https://").to_string();
+
+    // A client that connects and never starts the handshake takes the only slot.
+    let started = Instant::now();
+    let mut idle = std::net::TcpStream::connect(&address).expect("connect");
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    std::thread::sleep(Duration::from_millis(100));
+    let (status, _, _) = get(
+        &https_client(&pki, None),
+        &format!("{}/metrics", agent.url),
+        None,
+    )
+    .expect("served once the stalled handshake timed out");
+    assert_eq!(status, 200);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(800),
+        "the request did not wait for the slot ({waited:?})"
+    );
+    // The stalled connection was closed by the server.
+    let mut buffer = [0u8; 16];
+    let read = idle.read(&mut buffer);
+    assert!(
+        matches!(read, Ok(0)) || read.is_err(),
+        "the stalled connection is still open: {read:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let log = agent.log();
+    assert!(log.contains("TLS handshake timed out"), "{log}");
+}
