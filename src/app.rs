@@ -11,6 +11,7 @@ use tracing::info;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{parse_listen, Config, ConfigError, LogFormat};
+use crate::exporter::compat::MetricsCompat;
 use crate::exporter::Exporter;
 use crate::gpu::nvml::Driver;
 use crate::http::{serve, HttpState, ServerLimits};
@@ -37,6 +38,9 @@ pub struct RunOptions {
     pub source: SourceOptions,
     /// `--listen`.
     pub listen: Option<String>,
+    /// `--metrics-compat` values as given (each may be a comma-separated
+    /// list); when any is given they replace `server.metrics_compat`.
+    pub metrics_compat: Vec<String>,
 }
 
 /// The NVML library to load and how to name processes, after flags, config
@@ -112,6 +116,11 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
         config.server.listen =
             parse_listen(listen).map_err(|m| anyhow::anyhow!("--listen: {m}"))?;
     }
+    if !options.metrics_compat.is_empty() {
+        config.server.metrics_compat =
+            MetricsCompat::parse_list(options.metrics_compat.iter().map(String::as_str))
+                .map_err(|m| anyhow::anyhow!("--metrics-compat: {m}"))?;
+    }
     let source = resolve_source(&options.source, &config)?;
     init_logging(&config);
     let driver = Driver::open(source.library.as_deref())?;
@@ -151,7 +160,8 @@ async fn serve_until_signal(config: &Config, sampler: &Sampler) -> anyhow::Resul
     info!(address = %bound, "Serving {shown}/metrics (landing page at {shown}/).");
     let stale_after = config.sampler.stale_after();
     let state = Arc::new(HttpState {
-        exporter: Exporter::new(sampler.snapshots(), stale_after),
+        exporter: Exporter::new(sampler.snapshots(), stale_after)
+            .with_compat(sampler.snapshots(), config.server.metrics_compat.clone()),
         snapshots: sampler.snapshots(),
         stale_after,
         progress: sampler.progress(),

@@ -12,6 +12,7 @@ const EXAMPLES: &str = "Examples:
   gpuwatch run --simulate thermal-incident     # a built-in scenario
   gpuwatch run --simulate my-scenario.toml     # your own scenario file
   gpuwatch run --config /etc/gpuwatch/gpuwatch.toml
+  gpuwatch run --metrics-compat dcgm,nvidia_smi  # also dcgm-exporter's and nvidia_gpu_exporter's names
   gpuwatch status                              # one sample, as a table
   gpuwatch status --simulate h100x8 --json
   gpuwatch validate --config gpuwatch.toml
@@ -35,6 +36,9 @@ enum Command {
         /// Address to listen on, e.g. 0.0.0.0:9842 or :9842 (default from the config: 0.0.0.0:9842).
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
+        /// Also export another exporter's metric names, for its dashboards and alerts: dcgm, nvidia_smi (repeat or comma-separate; "none" for neither). Overrides server.metrics_compat.
+        #[arg(long, value_name = "SET")]
+        metrics_compat: Vec<String>,
     },
     /// Check a configuration file and print every problem with file, line and field.
     Validate {
@@ -78,9 +82,14 @@ impl From<SourceArgs> for SourceOptions {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { source, listen } => app::run(RunOptions {
+        Command::Run {
+            source,
+            listen,
+            metrics_compat,
+        } => app::run(RunOptions {
             source: source.into(),
             listen,
+            metrics_compat,
         })
         .map(|()| true),
         Command::Validate { config } => app::validate(config.as_deref()),

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use crate::exporter::compat::MetricsCompat;
+
 /// The default listen address. Port 9842: not used by dcgm-exporter (9400),
 /// nvidia_gpu_exporter (9835), Prometheus (9090) or node_exporter (9100).
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9842";
@@ -37,6 +39,8 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Longest a request may take, headers included.
     pub request_timeout: Duration,
+    /// Other exporters' metric families exported as well (`--metrics-compat`).
+    pub metrics_compat: Vec<MetricsCompat>,
 }
 
 /// Sampling settings.
@@ -211,6 +215,22 @@ impl Config {
             "10s",
             Duration::from_millis(100),
         );
+        let mut metrics_compat = Vec::new();
+        for name in server.metrics_compat.iter().flatten() {
+            match MetricsCompat::parse(name.get_ref()) {
+                Ok(set) => metrics_compat.push(set),
+                Err(_) => v.problem(
+                    "server.metrics_compat",
+                    Some(name.span()),
+                    &format!(
+                        "\"{}\" is not a metrics compatibility set; use \"dcgm\" and/or \"nvidia_smi\"",
+                        name.get_ref()
+                    ),
+                ),
+            }
+        }
+        metrics_compat.sort();
+        metrics_compat.dedup();
         let interval = v.duration(
             "sampler.interval",
             sampler.interval.as_ref(),
@@ -295,6 +315,7 @@ impl Config {
                 listen,
                 max_connections,
                 request_timeout,
+                metrics_compat,
             },
             sampler: SamplerConfig {
                 interval,

@@ -28,6 +28,8 @@ pub struct RawServer {
     pub max_connections: Option<Spanned<usize>>,
     /// Request time limit.
     pub request_timeout: Option<Spanned<String>>,
+    /// Drop-in metric families of other exporters.
+    pub metrics_compat: Option<Vec<Spanned<String>>>,
 }
 
 /// `[sampler]`.

@@ -2,6 +2,7 @@
 //! the latest snapshot at scrape time. A scrape never calls NVML and holds no
 //! lock while it encodes: it clones the snapshot's `Arc` and lets go.
 
+pub mod compat;
 pub mod families;
 pub mod gpu_metrics;
 pub mod self_metrics;
@@ -90,6 +91,20 @@ impl Exporter {
                 stale_after,
             }));
         Exporter { registry }
+    }
+
+    /// Also exports the drop-in families of other exporters (`sets`; see
+    /// [`compat`]), unprefixed, from the same snapshots.
+    pub fn with_compat(
+        mut self,
+        snapshots: SnapshotReceiver,
+        sets: Vec<compat::MetricsCompat>,
+    ) -> Exporter {
+        if !sets.is_empty() {
+            self.registry
+                .register_collector(Box::new(compat::CompatCollector::new(snapshots, sets)));
+        }
+        self
     }
 
     /// Encodes every metric in `format`.
