@@ -13,6 +13,7 @@ const EXAMPLES: &str = "Examples:
   gpuwatch run --simulate thermal-incident     # a built-in scenario
   gpuwatch run --simulate my-scenario.toml     # your own scenario file
   gpuwatch run --config /etc/gpuwatch/gpuwatch.toml
+  gpuwatch run --metrics-compat dcgm,nvidia_smi  # also dcgm-exporter's and nvidia_gpu_exporter's names
   gpuwatch status                              # one sample, as a table
   gpuwatch status --simulate h100x8 --json
   gpuwatch validate --config gpuwatch.toml
@@ -39,6 +40,9 @@ enum Command {
         /// Address to listen on, e.g. 0.0.0.0:9842 or :9842 (default from the config: 0.0.0.0:9842).
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
+        /// Also export another exporter's metric names, for its dashboards and alerts: dcgm, nvidia_smi (repeat or comma-separate; "none" for neither). Overrides server.metrics_compat.
+        #[arg(long, value_name = "SET")]
+        metrics_compat: Vec<String>,
         /// Web configuration (exporter-toolkit format): TLS and basic auth for every path (overrides server.web_config).
         #[arg(long, value_name = "FILE")]
         web_config: Option<PathBuf>,
@@ -162,6 +166,7 @@ fn main() -> ExitCode {
         Command::Run {
             source,
             listen,
+            metrics_compat,
             web_config,
             history_db,
             reset_history,
@@ -169,6 +174,7 @@ fn main() -> ExitCode {
         } => app::run(RunOptions {
             source: source.into(),
             listen,
+            metrics_compat,
             web_config,
             history_db,
             reset_history,

@@ -15,6 +15,7 @@ use tracing::{info, warn};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{parse_listen, Config, ConfigError, LogFormat};
+use crate::exporter::compat::MetricsCompat;
 use crate::exporter::Exporter;
 use crate::gpu::nvml::Driver;
 use crate::history::stats::{HistoryCollector, HistoryStats};
@@ -47,6 +48,9 @@ pub struct RunOptions {
     pub source: SourceOptions,
     /// `--listen`.
     pub listen: Option<String>,
+    /// `--metrics-compat` values as given (each may be a comma-separated
+    /// list); when any is given they replace `server.metrics_compat`.
+    pub metrics_compat: Vec<String>,
     /// `--web-config`: TLS and basic auth (overrides `server.web_config`).
     pub web_config: Option<PathBuf>,
     /// `--history-db`: overrides history.path.
@@ -143,6 +147,11 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
         options.source.config.as_deref(),
         &config,
     )?;
+    if !options.metrics_compat.is_empty() {
+        config.server.metrics_compat =
+            MetricsCompat::parse_list(options.metrics_compat.iter().map(String::as_str))
+                .map_err(|m| anyhow::anyhow!("--metrics-compat: {m}"))?;
+    }
     let source = resolve_source(&options.source, &config)?;
     init_logging(&config);
     let driver = Driver::open(source.library.as_deref())?;
@@ -254,7 +263,8 @@ async fn serve_until_signal(
         );
     }
     let stale_after = config.sampler.stale_after();
-    let mut exporter = Exporter::new(sampler.snapshots(), stale_after);
+    let mut exporter = Exporter::new(sampler.snapshots(), stale_after)
+        .with_compat(sampler.snapshots(), config.server.metrics_compat.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut history_api = None;
     let mut history_task = None;

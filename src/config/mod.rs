@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use crate::exporter::compat::MetricsCompat;
 use crate::history::{Durability, Retention};
 
 /// The default listen address. Port 9842: not used by dcgm-exporter (9400),
@@ -63,6 +64,8 @@ pub struct ServerConfig {
     /// Web configuration file (exporter-toolkit format: TLS, basic auth),
     /// as written; `--web-config` overrides it.
     pub web_config: Option<PathBuf>,
+    /// Other exporters' metric families exported as well (`--metrics-compat`).
+    pub metrics_compat: Vec<MetricsCompat>,
 }
 
 /// Sampling settings.
@@ -238,6 +241,22 @@ impl Config {
             "10s",
             Duration::from_millis(100),
         );
+        let mut metrics_compat = Vec::new();
+        for name in server.metrics_compat.iter().flatten() {
+            match MetricsCompat::parse(name.get_ref()) {
+                Ok(set) => metrics_compat.push(set),
+                Err(_) => v.problem(
+                    "server.metrics_compat",
+                    Some(name.span()),
+                    &format!(
+                        "\"{}\" is not a metrics compatibility set; use \"dcgm\" and/or \"nvidia_smi\"",
+                        name.get_ref()
+                    ),
+                ),
+            }
+        }
+        metrics_compat.sort();
+        metrics_compat.dedup();
         let interval = v.duration(
             "sampler.interval",
             sampler.interval.as_ref(),
@@ -324,6 +343,7 @@ impl Config {
                 max_connections,
                 request_timeout,
                 web_config: server.web_config,
+                metrics_compat,
             },
             sampler: SamplerConfig {
                 interval,

@@ -32,6 +32,8 @@ pub struct RawServer {
     pub request_timeout: Option<Spanned<String>>,
     /// Web configuration file (TLS, basic auth).
     pub web_config: Option<PathBuf>,
+    /// Drop-in metric families of other exporters.
+    pub metrics_compat: Option<Vec<Spanned<String>>>,
 }
 
 /// `[sampler]`.

@@ -43,6 +43,17 @@ impl<'a> Family<'a> {
         }
     }
 
+    /// An untyped family (`untyped` in text 0.0.4, `unknown` in
+    /// OpenMetrics): its samples keep the exact name, with no `_total`. For
+    /// another exporter's counters whose names lack `_total` (the drop-in
+    /// `DCGM_FI_*` names), which a counter family cannot keep.
+    pub fn untyped(name: &'static str, help: &'static str) -> Self {
+        Family {
+            kind: MetricType::Unknown,
+            ..Family::gauge(name, help, None)
+        }
+    }
+
     /// Adds one series.
     pub fn push(&mut self, labels: Labels<'a>, value: f64) {
         self.series.push((labels, value));

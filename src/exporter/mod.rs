@@ -2,6 +2,7 @@
 //! the latest snapshot at scrape time. A scrape never calls NVML and holds no
 //! lock while it encodes: it clones the snapshot's `Arc` and lets go.
 
+pub mod compat;
 pub mod families;
 pub mod gpu_metrics;
 pub mod self_metrics;
@@ -98,6 +99,20 @@ impl Exporter {
         self.registry
             .sub_registry_with_prefix("gpuwatch")
             .register_collector(collector);
+        self
+    }
+
+    /// Also exports the drop-in families of other exporters (`sets`; see
+    /// [`compat`]), unprefixed, from the same snapshots.
+    pub fn with_compat(
+        mut self,
+        snapshots: SnapshotReceiver,
+        sets: Vec<compat::MetricsCompat>,
+    ) -> Exporter {
+        if !sets.is_empty() {
+            self.registry
+                .register_collector(Box::new(compat::CompatCollector::new(snapshots, sets)));
+        }
         self
     }
 

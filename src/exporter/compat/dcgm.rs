@@ -1,0 +1,177 @@
+//! dcgm-exporter's names: `DCGM_FI_*` families with its labels (`gpu`,
+//! `UUID`, `pci_bus_id`, `device`, `modelName`, `Hostname`,
+//! `DCGM_FI_DRIVER_VERSION`) and units (%, MiB, MHz, W, mJ, °C).
+//!
+//! HELP texts and types are those of dcgm-exporter's
+//! `etc/default-counters.csv` and `etc/dcp-metrics-included.csv`, with one
+//! exception: the fields dcgm-exporter declares `counter` are exported
+//! untyped. dcgm-exporter writes `# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION
+//! counter` with samples that lack `_total`; prometheus_client appends
+//! `_total` to every counter sample, and OpenMetrics (which Prometheus asks
+//! for first) requires it, so a counter family could not keep the name that
+//! dashboards and alerts query. Untyped keeps the name in both formats, and
+//! `rate()` and `increase()` work on it as on the original.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use prometheus_client::encoding::DescriptorEncoder;
+
+use crate::exporter::families::{Family, Labels};
+use crate::gpu::{GpuSnapshot, Snapshot};
+
+use super::tidy;
+
+const MIB: u64 = 1024 * 1024;
+
+fn labels<'a>(snapshot: &'a Snapshot, gpu: &'a GpuSnapshot) -> Labels<'a> {
+    let identity = &gpu.identity;
+    let text = |v: &'a Option<String>| Cow::Borrowed(v.as_deref().unwrap_or(""));
+    vec![
+        ("gpu", Cow::Owned(gpu.index.to_string())),
+        ("UUID", Cow::Borrowed(gpu.uuid.as_str())),
+        ("pci_bus_id", text(&identity.pci_bus_id)),
+        // dcgm-exporter names the device node; gpuwatch assumes the usual
+        // /dev/nvidiaN with N the NVML index.
+        ("device", Cow::Owned(format!("nvidia{}", gpu.index))),
+        ("modelName", text(&identity.name)),
+        ("Hostname", Cow::Borrowed(snapshot.hostname.as_str())),
+        (
+            "DCGM_FI_DRIVER_VERSION",
+            text(&snapshot.system.driver_version),
+        ),
+    ]
+}
+
+fn percent(ratio: Option<f64>) -> Option<f64> {
+    ratio.map(|r| tidy(r * 100.0))
+}
+
+fn count(value: Option<u64>) -> Option<f64> {
+    value.map(|v| v as f64)
+}
+
+fn flag(value: Option<bool>) -> Option<f64> {
+    value.map(|b| if b { 1.0 } else { 0.0 })
+}
+
+macro_rules! dcgm_families {
+    ($( $field:ident: $kind:ident($name:literal, $help:literal) ),* $(,)?) => {
+        struct Families<'a> { $( $field: Family<'a>, )* }
+        impl<'a> Families<'a> {
+            fn new() -> Self {
+                Families { $( $field: dcgm_families!(@new $kind, $name, $help), )* }
+            }
+            fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+                $( self.$field.encode(encoder)?; )*
+                Ok(())
+            }
+        }
+    };
+    (@new gauge, $name:literal, $help:literal) => { Family::gauge($name, $help, None) };
+    (@new counter, $name:literal, $help:literal) => { Family::untyped($name, $help) };
+}
+
+// `counter` here means "a counter in dcgm-exporter's CSV", exported untyped
+// (see the module documentation).
+dcgm_families! {
+    sm_clock: gauge("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz)."),
+    mem_clock: gauge("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz)."),
+    memory_temp: gauge("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C)."),
+    gpu_temp: gauge("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)."),
+    power: gauge("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."),
+    energy: counter("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ)."),
+    gpu_util: gauge("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
+    mem_copy_util: gauge("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %)."),
+    enc_util: gauge("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %)."),
+    dec_util: gauge("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %)."),
+    xid: gauge("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered."),
+    fb_free: gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."),
+    fb_used: gauge("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
+    fb_reserved: gauge("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB)."),
+    throttle: gauge("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bitmask of DCGM_CLOCKS_THROTTLE_REASON_*)."),
+    ecc_sbe_vol: counter("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors."),
+    ecc_dbe_vol: counter("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors."),
+    ecc_sbe_agg: counter("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "Total number of single-bit persistent ECC errors."),
+    ecc_dbe_agg: counter("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "Total number of double-bit persistent ECC errors."),
+    retired_sbe: counter("DCGM_FI_DEV_RETIRED_SBE", "Total number of retired pages due to single-bit errors."),
+    retired_dbe: counter("DCGM_FI_DEV_RETIRED_DBE", "Total number of retired pages due to double-bit errors."),
+    retired_pending: counter("DCGM_FI_DEV_RETIRED_PENDING", "Total number of pages pending retirement."),
+    remap_unc: counter("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for uncorrectable errors"),
+    remap_cor: counter("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for correctable errors"),
+    remap_failure: gauge("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed"),
+    remap_pending: gauge("DCGM_FI_DEV_ROW_REMAP_PENDING", "Whether remapping of rows is pending"),
+}
+
+/// Encodes the `DCGM_FI_*` families of `snapshot`.
+pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
+    let mut f = Families::new();
+    for gpu in &snapshot.gpus {
+        f.add(snapshot, gpu);
+    }
+    f.encode(encoder)
+}
+
+impl<'a> Families<'a> {
+    fn add(&mut self, snapshot: &'a Snapshot, gpu: &'a GpuSnapshot) {
+        let id = || labels(snapshot, gpu);
+        let r = &gpu.readings;
+        self.sm_clock
+            .push_some(id(), r.sm_clock_hertz.map(|hz| tidy(hz / 1e6)));
+        self.mem_clock
+            .push_some(id(), r.memory_clock_hertz.map(|hz| tidy(hz / 1e6)));
+        self.memory_temp
+            .push_some(id(), r.temperature_memory_celsius);
+        self.gpu_temp.push_some(id(), r.temperature_gpu_celsius);
+        self.power.push_some(id(), r.power_watts);
+        self.energy
+            .push_some(id(), r.energy_joules.map(|j| (j * 1000.0).round()));
+        self.gpu_util
+            .push_some(id(), percent(r.utilization_gpu_ratio));
+        self.mem_copy_util
+            .push_some(id(), percent(r.utilization_memory_ratio));
+        if let Some(m) = &r.memory {
+            // Whole MiB, as DCGM reports them.
+            self.fb_free.push(id(), (m.free_bytes / MIB) as f64);
+            self.fb_used.push(id(), (m.used_bytes / MIB) as f64);
+            self.fb_reserved.push(id(), (m.reserved_bytes / MIB) as f64);
+        }
+        self.throttle
+            .push_some(id(), r.clock_event_reasons.map(|mask| mask as f64));
+        // DCGM's value: the code of the most recent Xid. Absent until the
+        // agent has seen one (it counts from its own start).
+        if let Some(last) = gpu.xid_errors.iter().max_by_key(|x| x.last_seen) {
+            self.xid.push(id(), last.code as f64);
+        }
+        if !gpu.is_up() {
+            return;
+        }
+        let h = &gpu.health;
+        self.enc_util
+            .push_some(id(), percent(h.encoder_utilization_ratio));
+        self.dec_util
+            .push_some(id(), percent(h.decoder_utilization_ratio));
+        self.ecc_sbe_vol
+            .push_some(id(), count(h.ecc.corrected_volatile));
+        self.ecc_dbe_vol
+            .push_some(id(), count(h.ecc.uncorrected_volatile));
+        self.ecc_sbe_agg
+            .push_some(id(), count(h.ecc.corrected_aggregate));
+        self.ecc_dbe_agg
+            .push_some(id(), count(h.ecc.uncorrected_aggregate));
+        self.retired_sbe
+            .push_some(id(), count(h.retired_pages_single_bit));
+        self.retired_dbe
+            .push_some(id(), count(h.retired_pages_double_bit));
+        self.retired_pending
+            .push_some(id(), flag(h.retired_pages_pending));
+        self.remap_unc
+            .push_some(id(), count(h.remapped_rows_uncorrectable));
+        self.remap_cor
+            .push_some(id(), count(h.remapped_rows_correctable));
+        self.remap_failure
+            .push_some(id(), flag(h.remapped_rows_failure));
+        self.remap_pending
+            .push_some(id(), flag(h.remapped_rows_pending));
+    }
+}
