@@ -21,6 +21,10 @@ const VOLATILE: &[&str] = &[
     "gpuwatch_samples_total",
     "gpuwatch_nvml_errors_total",
     "gpuwatch_xid_last_seen_timestamp_seconds",
+    "gpuwatch_history_rows_written_total",
+    "gpuwatch_history_commit_duration_seconds",
+    "gpuwatch_history_database_size_bytes",
+    "gpuwatch_history_oldest_sample_timestamp_seconds",
     "process_resident_memory_bytes",
     "process_cpu_seconds_total",
     "process_start_time_seconds",
@@ -28,17 +32,23 @@ const VOLATILE: &[&str] = &[
 
 fn scrape_golden() -> Metrics {
     let scenario = fixture("scenarios/golden-full.toml");
+    // History commits every second, so its metrics have values too.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gpuwatch.toml");
+    std::fs::write(&config, "[history]\nbatch_interval = \"1s\"\n").expect("config");
     let agent = Agent::start(
         scenario.to_str().expect("utf-8 path"),
-        &[],
+        &["--config", config.to_str().expect("utf-8 path")],
         &[("GPUWATCH_SIM_TIME", "10")],
     );
     agent.wait_for(
-        "both Xid codes and the processes",
+        "both Xid codes, the processes and a history commit",
         Duration::from_secs(20),
         |m| {
             m.find("gpuwatch_xid_errors_total", &[]).len() == 2
                 && m.find("gpuwatch_gpu_processes", &[]).len() == 2
+                && m.value("gpuwatch_history_rows_written_total", &[])
+                    .is_some_and(|v| v > 0.0)
         },
     )
 }

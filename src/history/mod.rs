@@ -23,6 +23,9 @@ pub mod store;
 pub mod timespec;
 pub mod writer;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::{Path, PathBuf};
 
 pub use retention::Retention;

@@ -112,6 +112,19 @@ impl Writer {
                 self.stats
                     .last_commit_micros
                     .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                let firsts = [
+                    self.pending.samples.iter().map(|r| r.ts).min(),
+                    self.pending.minutes.iter().map(|r| r.ts).min(),
+                    self.pending.hours.iter().map(|r| r.ts).min(),
+                ];
+                for (slot, first) in self.stats.oldest_ms.iter().zip(firsts) {
+                    if let Some(first) = first {
+                        // Until the next prune looks, an empty tier's oldest
+                        // row is the first one written.
+                        let _ =
+                            slot.compare_exchange(-1, first, Ordering::Relaxed, Ordering::Relaxed);
+                    }
+                }
                 if self.last_error_log.take().is_some() {
                     info!(path = %self.store.path.display(), "History writes work again.");
                 }

@@ -1,0 +1,347 @@
+//! The writer and store against real SQLite files: batches land, the tiers
+//! answer queries, a full disk loses nothing, and foreign, damaged or newer
+//! files are refused untouched.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::Row;
+
+use super::query::{self, GpuSelector, Tier};
+use super::stats::HistoryStats;
+use super::store::{move_aside, HistoryError, Store, MIGRATOR};
+use super::writer::{self, WriterSettings};
+use super::{catalog, Durability, Retention};
+use crate::gpu::{
+    CollectionStats, FastReadings, GpuIdentity, GpuSnapshot, GpuStatus, SlowReadings, Snapshot,
+    SystemInfo,
+};
+
+fn snapshot(at_s: u64, temp: f64) -> Arc<Snapshot> {
+    Arc::new(Snapshot {
+        taken_at: UNIX_EPOCH + Duration::from_secs(at_s),
+        hostname: "test".into(),
+        system: Arc::new(SystemInfo::default()),
+        gpus: vec![GpuSnapshot {
+            index: 0,
+            uuid: "GPU-history-test".into(),
+            status: GpuStatus::Up,
+            identity: Arc::new(GpuIdentity {
+                name: Some("Test GPU".into()),
+                ..GpuIdentity::default()
+            }),
+            readings: FastReadings {
+                temperature_gpu_celsius: Some(temp),
+                ..FastReadings::default()
+            },
+            health: Arc::new(SlowReadings::default()),
+            processes: Arc::default(),
+            xid_errors: Arc::default(),
+            groups: BTreeMap::new(),
+        }],
+        collection: CollectionStats::default(),
+    })
+}
+
+fn settings() -> WriterSettings {
+    WriterSettings {
+        batch_interval: Duration::from_millis(50),
+        // Nothing is pruned: the test's timestamps are old.
+        retention: Retention {
+            raw: Duration::from_secs(100 * 365 * 86_400),
+            minute: Duration::from_secs(100 * 365 * 86_400),
+            hour: Duration::from_secs(100 * 365 * 86_400),
+        },
+        max_bytes: None,
+        max_pending_samples: 100_000,
+    }
+}
+
+async fn count(store: &Store, table: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+        .fetch_one(&store.pool)
+        .await
+        .expect("count")
+}
+
+#[tokio::test]
+async fn snapshots_become_samples_rollups_and_answers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("h.db");
+    let store = Store::open_for_writing(&path, Durability::Normal)
+        .await
+        .expect("open");
+    let (tx, rx) = tokio::sync::mpsc::channel(1000);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stats = Arc::new(HistoryStats::new(Arc::new(AtomicU64::new(0))));
+    let task = tokio::spawn(writer::run(
+        store.clone(),
+        rx,
+        settings(),
+        stats.clone(),
+        stop_rx,
+    ));
+    // 3 hours at 1 Hz starting on an hour boundary, temperature = minute of the hour.
+    let start = 1_700_002_800;
+    for s in 0..3 * 3600 {
+        tx.send(snapshot(start + s, ((s / 60) % 60) as f64))
+            .await
+            .expect("send");
+    }
+    drop(tx);
+    let _ = stop_tx.send(false);
+    task.await.expect("writer");
+    assert_eq!(count(&store, "sample").await, 3 * 3600);
+    assert_eq!(count(&store, "rollup_1m").await, 180);
+    assert_eq!(count(&store, "rollup_1h").await, 3);
+    assert!(stats.rows_written.load(Ordering::Relaxed) > 10_800);
+
+    let temperature = catalog::field("temperature").expect("field");
+    let gpu: GpuSelector = "0".parse().expect("selector");
+    let now = (start + 3 * 3600) as i64 * 1000;
+    let from = start as i64 * 1000;
+    let raw = query::series(
+        &store.pool,
+        &gpu,
+        temperature,
+        from,
+        from + 120_000,
+        Some(Duration::from_secs(10)),
+        Retention::default(),
+        now,
+    )
+    .await
+    .expect("raw series");
+    assert_eq!(raw.tier, Tier::Raw);
+    assert_eq!(raw.points.len(), 12);
+    assert_eq!(
+        (raw.points[6].avg, raw.points[6].min, raw.points[6].max),
+        (Some(1.0), Some(1.0), Some(1.0))
+    );
+    let minutes = query::series(
+        &store.pool,
+        &gpu,
+        temperature,
+        from,
+        now,
+        Some(Duration::from_secs(600)),
+        Retention::default(),
+        now,
+    )
+    .await
+    .expect("minute series");
+    assert_eq!(minutes.tier, Tier::Minute);
+    assert_eq!(minutes.points.len(), 18);
+    assert_eq!(
+        minutes.points[1].avg,
+        Some(14.5),
+        "minutes 10..19 average 14.5"
+    );
+    assert_eq!(
+        (minutes.points[1].min, minutes.points[1].max),
+        (Some(10.0), Some(19.0))
+    );
+    let hours = query::series(
+        &store.pool,
+        &gpu,
+        temperature,
+        from,
+        now,
+        Some(Duration::from_secs(3600)),
+        Retention::default(),
+        now,
+    )
+    .await
+    .expect("hour series");
+    assert_eq!(hours.tier, Tier::Hour);
+    assert_eq!(hours.points.len(), 3);
+    assert_eq!(hours.points[2].avg, Some(29.5));
+    assert_eq!(hours.points[2].last, Some(59.0));
+    let events = query::events(&store.pool, 0, now + 1, None, None, 100)
+        .await
+        .expect("events");
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].kind, "agent_start");
+}
+
+#[tokio::test]
+async fn a_full_disk_loses_nothing_and_writing_resumes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("full.db");
+    drop(
+        Store::open_for_writing(&path, Durability::Normal)
+            .await
+            .expect("create"),
+    );
+    // One connection that may not grow the file past its current size:
+    // SQLite then fails commits with SQLITE_FULL, as on a full disk.
+    let options = SqliteConnectOptions::new()
+        .filename(&path)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .expect("pool");
+    let pages: i64 = sqlx::query_scalar("PRAGMA page_count")
+        .fetch_one(&pool)
+        .await
+        .expect("pages");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "PRAGMA max_page_count = {pages}"
+    )))
+    .execute(&pool)
+    .await
+    .expect("cap");
+    let store = Store {
+        pool: pool.clone(),
+        path: path.clone(),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(10_000);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stats = Arc::new(HistoryStats::new(Arc::new(AtomicU64::new(0))));
+    let task = tokio::spawn(writer::run(
+        store.clone(),
+        rx,
+        settings(),
+        stats.clone(),
+        stop_rx,
+    ));
+    let start = 1_700_000_000;
+    for s in 0..600 {
+        tx.send(snapshot(start + s, 50.0)).await.expect("send");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while stats.write_errors.load(Ordering::Relaxed) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "commits should fail on the full database"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Space comes back.
+    sqlx::query("PRAGMA max_page_count = 1000000")
+        .execute(&pool)
+        .await
+        .expect("uncap");
+    for s in 600..700 {
+        tx.send(snapshot(start + s, 50.0)).await.expect("send");
+    }
+    drop(tx);
+    let _ = stop_tx.send(false);
+    task.await.expect("writer");
+    assert_eq!(
+        count(&store, "sample").await,
+        700,
+        "every sample written once space returned"
+    );
+    assert_eq!(stats.samples_discarded.load(Ordering::Relaxed), 0);
+    let integrity: String = sqlx::query_scalar("PRAGMA integrity_check")
+        .fetch_one(&pool)
+        .await
+        .expect("check");
+    assert_eq!(integrity, "ok");
+}
+
+#[tokio::test]
+async fn foreign_damaged_and_newer_files_are_refused_and_kept() {
+    let dir = tempfile::tempdir().expect("temp dir");
+
+    let garbage = dir.path().join("garbage.db");
+    let bytes = b"this is not an sqlite database, but someone's notes\n".repeat(200);
+    std::fs::write(&garbage, &bytes).expect("write");
+    let error = Store::open_for_writing(&garbage, Durability::Normal)
+        .await
+        .expect_err("garbage");
+    assert!(matches!(error, HistoryError::NotHistory { .. }), "{error}");
+    assert!(
+        error.to_string().contains("garbage.db") && error.to_string().contains("--reset-history"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read(&garbage).expect("still there"),
+        bytes,
+        "left untouched"
+    );
+
+    let foreign = dir.path().join("foreign.db");
+    {
+        let pool = SqlitePoolOptions::new()
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&foreign)
+                    .create_if_missing(true),
+            )
+            .await
+            .expect("create foreign");
+        sqlx::query("CREATE TABLE recipes (name TEXT)")
+            .execute(&pool)
+            .await
+            .expect("table");
+        pool.close().await;
+    }
+    let error = Store::open_for_writing(&foreign, Durability::Normal)
+        .await
+        .expect_err("foreign");
+    assert!(error.to_string().contains("recipes"), "{error}");
+
+    let newer = dir.path().join("newer.db");
+    let store = Store::open_for_writing(&newer, Durability::Normal)
+        .await
+        .expect("create");
+    let known = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    sqlx::query("INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES (?, 'from the future', 1, x'00', 0)")
+        .bind(known + 1)
+        .execute(&store.pool)
+        .await
+        .expect("future migration");
+    store.pool.close().await;
+    let error = Store::open_for_writing(&newer, Durability::Normal)
+        .await
+        .expect_err("newer");
+    assert!(matches!(error, HistoryError::Newer { .. }), "{error}");
+    assert!(error.to_string().contains("newer gpuwatch"), "{error}");
+    let error = Store::open_read_only(&newer)
+        .await
+        .expect_err("newer, read-only");
+    assert!(matches!(error, HistoryError::Newer { .. }), "{error}");
+
+    let moved = move_aside(&garbage).expect("move").expect("moved");
+    assert_eq!(std::fs::read(&moved).expect("kept"), bytes);
+    assert!(!garbage.exists());
+    Store::open_for_writing(&garbage, Durability::Normal)
+        .await
+        .expect("a fresh database");
+
+    let missing = Store::open_read_only(&dir.path().join("nothing.db"))
+        .await
+        .expect_err("missing");
+    assert!(matches!(missing, HistoryError::Missing { .. }), "{missing}");
+}
+
+#[tokio::test]
+async fn read_only_opening_never_writes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ro.db");
+    let store = Store::open_for_writing(&path, Durability::Full)
+        .await
+        .expect("create");
+    store.pool.close().await;
+    let before = std::fs::read(&path).expect("bytes");
+    let reader = Store::open_read_only(&path).await.expect("read-only");
+    let error = sqlx::query("INSERT INTO event (ts, kind) VALUES (1, 'x')")
+        .execute(&reader.pool)
+        .await;
+    assert!(error.is_err(), "a read-only connection refuses writes");
+    let n: i64 = sqlx::query("SELECT count(*) AS n FROM gpu")
+        .fetch_one(&reader.pool)
+        .await
+        .and_then(|r| r.try_get("n"))
+        .expect("read");
+    assert_eq!(n, 0);
+    reader.pool.close().await;
+    assert_eq!(std::fs::read(&path).expect("bytes"), before);
+}
