@@ -155,6 +155,8 @@ pub struct Recorder {
     next_id: i64,
     counters: HashMap<(i64, &'static str), CounterState>,
     seen: HashMap<i64, Seen>,
+    /// The GPU rows as last handed to the database.
+    written_gpus: HashMap<i64, GpuRow>,
     batch: Batch,
     started: bool,
 }
@@ -178,6 +180,7 @@ impl Recorder {
             next_id,
             counters,
             seen: HashMap::new(),
+            written_gpus: HashMap::new(),
             batch: Batch::default(),
             started: false,
         }
@@ -217,16 +220,26 @@ impl Recorder {
                 id
             }
         };
-        self.batch.gpus.insert(
+        // The GPU row is written when it is new or changed, and its
+        // last-seen time refreshed once a minute: rewriting it on every
+        // commit would cost a page in the WAL each time.
+        let row = GpuRow {
             id,
-            GpuRow {
-                id,
-                uuid: key,
-                index: gpu.index,
-                name: gpu.identity.name.clone(),
-                seen_ms: ts,
-            },
-        );
+            uuid: key,
+            index: gpu.index,
+            name: gpu.identity.name.clone(),
+            seen_ms: ts,
+        };
+        let stale = match self.written_gpus.get(&id) {
+            Some(last) => {
+                last.index != row.index || last.name != row.name || ts - last.seen_ms >= MINUTE_MS
+            }
+            None => true,
+        };
+        if stale {
+            self.written_gpus.insert(id, row.clone());
+            self.batch.gpus.insert(id, row);
+        }
         let up = gpu.is_up();
         let values: Vec<Option<i64>> = FIELDS
             .iter()
@@ -256,11 +269,17 @@ impl Recorder {
             last_raw: raw,
             offset: 0.0,
         });
-        if raw + 0.5 < state.last_raw {
+        let reset = raw + 0.5 < state.last_raw;
+        if reset {
             state.offset += state.last_raw;
         }
         state.last_raw = raw;
-        self.batch.counters.insert((gpu, column), *state);
+        // Persisted when the offset changes and, with the minute rollups,
+        // once a minute (see `roll_up`): enough to notice a reset across a
+        // restart without a WAL page per commit.
+        if reset {
+            self.batch.counters.insert((gpu, column), *state);
+        }
         raw + state.offset
     }
 
@@ -274,6 +293,9 @@ impl Recorder {
         {
             if let Some(done) = seen.minute.take() {
                 finish_minute(gpu, seen, done, &mut self.batch);
+            }
+            for (key, state) in self.counters.iter().filter(|((g, _), _)| *g == gpu) {
+                self.batch.counters.insert(*key, *state);
             }
         }
         seen.minute
@@ -377,6 +399,9 @@ impl Recorder {
     /// (at shutdown). Rollup rows merge in the database, so continuing the
     /// same minute after a restart adds to it rather than replacing it.
     pub fn take_final_batch(&mut self) -> Batch {
+        self.batch
+            .counters
+            .extend(self.counters.iter().map(|(k, v)| (*k, *v)));
         for (gpu, seen) in &mut self.seen {
             if let Some(minute) = seen.minute.take() {
                 finish_minute(*gpu, seen, minute, &mut self.batch);
