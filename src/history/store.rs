@@ -111,7 +111,12 @@ impl Store {
                 Durability::Normal => SqliteSynchronous::Normal,
                 Durability::Full => SqliteSynchronous::Full,
             })
-            .busy_timeout(Duration::from_secs(5));
+            .busy_timeout(Duration::from_secs(5))
+            // Checkpoint every ~16 MiB of WAL rather than SQLite's 4 MiB: the
+            // pages every commit touches (the B-tree's right edge) are then
+            // copied into the database four times less often, for a quarter
+            // fewer bytes written per day (see benches/history.rs).
+            .pragma("wal_autocheckpoint", "4000");
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
