@@ -387,6 +387,16 @@ def fleet():
     L.add(stat("Xid errors", targets("sum(gpuwatch_xid_errors_total%s) or vector(0)" % s()), "short",
                "Xid critical errors counted since each agent started.", th=BAD_TH, color_mode="background"), 3, 4)
 
+    L.row("Alerts")
+    L.add(stat("Firing alerts", targets('count(ALERTS{alertstate="firing", instance=~"$instance"}) or vector(0)'), "short",
+               "Alerts of deploy/prometheus/gpuwatch-rules.yml (evaluated by Prometheus) now firing.", th=BAD_TH, color_mode="background"), 4, 6)
+    L.add(table("Alerts pending and firing", targets(
+        ('sum by (alertname, alertstate, severity, instance, gpu) (ALERTS{instance=~"$instance"})', ""),
+        instant=True, table=True), "short", {
+            "Value #A": ("Series", None),
+        }, "Every pending or firing alert of the bundled Prometheus rules, per node and GPU.",
+        exclude=("Time", "job", "__name__")), 20, 6)
+
     L.row("Utilization and memory")
     L.add(timeseries("GPU utilization", targets((named("gpuwatch_gpu_utilization_ratio%s" % s()), GPU_LEGEND)),
                      "percentunit", mn=0, mx=1), 12, 8)
