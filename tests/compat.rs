@@ -320,7 +320,7 @@ fn check_readme_tables(m: &Metrics) {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .expect("README.md");
     let dcgm_labels = "gpu, UUID, pci_bus_id, device, modelName, Hostname, DCGM_FI_DRIVER_VERSION";
-    let mut documented: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();
+    let mut documented = common::Documented::new();
     for marker in ["compat-dcgm-table", "compat-nvidia-smi-table"] {
         for row in table(&readme, marker)
             .lines()
@@ -341,33 +341,7 @@ fn check_readme_tables(m: &Metrics) {
             );
         }
     }
-    let mut exported: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for sample in m.samples.iter().filter(|s| is_compat(&s.name)) {
-        exported
-            .entry(sample.name.clone())
-            .or_default()
-            .extend(sample.labels.keys().cloned());
-    }
-    let undocumented: Vec<_> = exported
-        .keys()
-        .filter(|n| !documented.contains_key(*n))
-        .collect();
-    assert!(
-        undocumented.is_empty(),
-        "exported but not in the README's drop-in tables: {undocumented:?}"
-    );
-    let missing: Vec<_> = documented
-        .keys()
-        .filter(|n| !exported.contains_key(*n))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "in the README's drop-in tables but not exported by the golden scenario: {missing:?}"
-    );
-    for (name, (kind, labels)) in &documented {
-        assert_eq!(m.types.get(name), Some(kind), "type of {name}");
-        assert_eq!(&exported[name], labels, "labels of {name}");
-    }
+    common::assert_documented(m, &documented, is_compat, "the README's drop-in tables");
 }
 
 #[test]

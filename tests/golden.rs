@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -19,7 +19,6 @@ const VOLATILE: &[&str] = &[
     "gpuwatch_snapshot_age_seconds",
     "gpuwatch_sample_duration_seconds",
     "gpuwatch_samples_total",
-    "gpuwatch_nvml_errors_total",
     "gpuwatch_xid_last_seen_timestamp_seconds",
     "gpuwatch_history_rows_written_total",
     "gpuwatch_history_commit_duration_seconds",
@@ -42,10 +41,12 @@ fn scrape_golden() -> Metrics {
         &[("GPUWATCH_SIM_TIME", "10")],
     );
     agent.wait_for(
-        "both Xid codes, the processes and a history commit",
+        "three samples, both Xid codes, the processes and a history commit",
         Duration::from_secs(20),
         |m| {
-            m.find("gpuwatch_xid_errors_total", &[]).len() == 2
+            m.value("gpuwatch_samples_total", &[])
+                .is_some_and(|n| n >= 3.0)
+                && m.find("gpuwatch_xid_errors_total", &[]).len() == 2
                 && m.find("gpuwatch_gpu_processes", &[]).len() == 2
                 && m.value("gpuwatch_history_rows_written_total", &[])
                     .is_some_and(|v| v > 0.0)
@@ -53,10 +54,17 @@ fn scrape_golden() -> Metrics {
     )
 }
 
+/// Families whose very series come and go with timing (which NVML calls a
+/// lost GPU has failed so far): their samples are left out entirely.
+const VOLATILE_SERIES: &[&str] = &["gpuwatch_nvml_errors_total"];
+
 fn masked(text: &str) -> String {
     let mut out = String::new();
     for line in text.lines() {
         let name = line.split(['{', ' ']).next().unwrap_or("");
+        if !line.starts_with('#') && VOLATILE_SERIES.contains(&name) {
+            continue;
+        }
         if !line.starts_with('#') && VOLATILE.contains(&name) {
             let head = line.rsplit_once(' ').map_or(line, |(head, _)| head);
             out.push_str(head);
@@ -231,7 +239,7 @@ fn check_readme_table(metrics: &Metrics) {
         .nth(1)
         .and_then(|rest| rest.split("<!-- metrics-table:end -->").next())
         .expect("README has the metrics table markers");
-    let mut documented: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();
+    let mut documented = common::Documented::new();
     for row in table.lines().filter(|l| l.starts_with("| `")) {
         let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
         let name = cells[0].trim_matches('`').to_string();
@@ -242,31 +250,5 @@ fn check_readme_table(metrics: &Metrics) {
             .collect();
         documented.insert(name, (cells[1].to_string(), labels));
     }
-    let mut exported: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for sample in &metrics.samples {
-        exported
-            .entry(sample.name.clone())
-            .or_default()
-            .extend(sample.labels.keys().cloned());
-    }
-    let undocumented: Vec<_> = exported
-        .keys()
-        .filter(|n| !documented.contains_key(*n))
-        .collect();
-    assert!(
-        undocumented.is_empty(),
-        "exported but not in the README table: {undocumented:?}"
-    );
-    let missing: Vec<_> = documented
-        .keys()
-        .filter(|n| !exported.contains_key(*n))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "in the README table but not exported by the golden scenario: {missing:?}"
-    );
-    for (name, (kind, labels)) in &documented {
-        assert_eq!(metrics.types.get(name), Some(kind), "type of {name}");
-        assert_eq!(&exported[name], labels, "labels of {name}");
-    }
+    common::assert_documented(metrics, &documented, |_| true, "the README table");
 }

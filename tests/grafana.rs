@@ -10,11 +10,10 @@
 
 mod common;
 
-use common::{fixture, prometheus, Agent, Metrics};
+use common::{fixture, Agent, Metrics};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Grafana's built-in interval variables, as the test substitutes them.
@@ -36,9 +35,8 @@ const PANEL_TYPES: &[&str] = &[
 
 /// A Prometheus server in a temporary directory; killed when dropped.
 struct Prometheus {
-    child: Child,
+    server: common::PrometheusServer,
     url: String,
-    dir: tempfile::TempDir,
     http: ureq::Agent,
 }
 
@@ -46,9 +44,6 @@ impl Prometheus {
     /// Starts Prometheus scraping `targets` (host:port) every second as job
     /// `gpuwatch`, and waits until it answers /-/ready.
     fn start(targets: &[&str]) -> Prometheus {
-        let binary = prometheus();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
         let target_list = targets
             .iter()
             .map(|t| format!("'{t}'"))
@@ -56,37 +51,25 @@ impl Prometheus {
             .join(", ");
         // The bundled alert rules, so the fleet dashboard's alert panels
         // have ALERTS to show.
-        let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prometheus/gpuwatch-rules.yml");
+        let rules = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/prometheus/gpuwatch-rules.yml"
+        );
         let config = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - '{rules}'\n\
              scrape_configs:\n  - job_name: gpuwatch\n    scrape_interval: 1s\n    scrape_timeout: 1s\n    \
              static_configs:\n      - targets: [{target_list}]\n"
         );
-        let config_path = dir.path().join("prometheus.yml");
-        std::fs::write(&config_path, config).expect("write prometheus.yml");
-        let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log file");
-        let child = Command::new(&binary)
-            .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
+        let server = common::PrometheusServer::start(&config);
         let http = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(10)))
             .build()
             .new_agent();
         let server = Prometheus {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            dir,
+            url: server.url.clone(),
+            server,
             http,
         };
         server.poll("Prometheus ready", Duration::from_secs(40), || {
@@ -151,22 +134,8 @@ impl Prometheus {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
+        self.server.log()
     }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a free port")
-        .port()
 }
 
 fn dashboards_dir() -> PathBuf {

@@ -10,12 +10,11 @@ mod common;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use common::{prometheus, run_cli, Agent};
+use common::{run_cli, Agent};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,
@@ -316,30 +315,7 @@ fn required_client_certificates_are_verified() {
 
 /// A Prometheus server scraping two jobs of the same agent: one with the
 /// right password, one with a wrong one.
-struct PrometheusServer {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for PrometheusServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-fn start_prometheus(target: &str, ca_file: &Path) -> PrometheusServer {
-    let binary = prometheus();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let port = free_port();
+fn start_prometheus(target: &str, ca_file: &Path) -> common::PrometheusServer {
     let job = |name: &str, password: &str| {
         format!(
             "  - job_name: {name}\n    scheme: https\n    scrape_interval: 1s\n    scrape_timeout: 1s\n    \
@@ -348,31 +324,11 @@ fn start_prometheus(target: &str, ca_file: &Path) -> PrometheusServer {
             ca_file.display()
         )
     };
-    let config = format!(
+    common::PrometheusServer::start(&format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{}{}",
         job("good", PASSWORD),
         job("bad", "not the password")
-    );
-    let config_path = dir.path().join("prometheus.yml");
-    std::fs::write(&config_path, config).expect("write prometheus.yml");
-    let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log");
-    let child = Command::new(&binary)
-        .arg(format!("--config.file={}", config_path.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
-    PrometheusServer {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-        _dir: dir,
-    }
+    ))
 }
 
 fn json(client: &ureq::Agent, url: &str) -> Option<serde_json::Value> {

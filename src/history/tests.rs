@@ -350,50 +350,95 @@ async fn read_only_opening_never_writes() {
 async fn a_read_only_database_loses_nothing_and_writing_resumes() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("ro.db");
-    drop(Store::open_for_writing(&path, Durability::Normal).await.expect("create"));
+    drop(
+        Store::open_for_writing(&path, Durability::Normal)
+            .await
+            .expect("create"),
+    );
     let options = SqliteConnectOptions::new().filename(&path);
-    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.expect("pool");
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .expect("pool");
     // The connection refuses every write, as on a file or mount made read-only.
-    sqlx::query("PRAGMA query_only = ON").execute(&pool).await.expect("read-only");
-    let store = Store { pool: pool.clone(), path };
+    sqlx::query("PRAGMA query_only = ON")
+        .execute(&pool)
+        .await
+        .expect("read-only");
+    let store = Store {
+        pool: pool.clone(),
+        path,
+    };
     let (tx, rx) = tokio::sync::mpsc::channel(1000);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stats = Arc::new(HistoryStats::new(Arc::new(AtomicU64::new(0))));
-    let task = tokio::spawn(writer::run(store.clone(), rx, settings(), stats.clone(), stop_rx));
+    let task = tokio::spawn(writer::run(
+        store.clone(),
+        rx,
+        settings(),
+        stats.clone(),
+        stop_rx,
+    ));
     for s in 0..50 {
-        tx.send(snapshot(1_700_000_000 + s, 40.0)).await.expect("send");
+        tx.send(snapshot(1_700_000_000 + s, 40.0))
+            .await
+            .expect("send");
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while stats.write_errors.load(Ordering::Relaxed) < 2 {
-        assert!(std::time::Instant::now() < deadline, "commits should fail while read-only");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "commits should fail while read-only"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(count(&store, "sample").await, 0);
-    sqlx::query("PRAGMA query_only = OFF").execute(&pool).await.expect("writable");
+    sqlx::query("PRAGMA query_only = OFF")
+        .execute(&pool)
+        .await
+        .expect("writable");
     drop(tx);
     let _ = stop_tx.send(false);
     task.await.expect("writer");
-    assert_eq!(count(&store, "sample").await, 50, "the rows held while read-only are written");
+    assert_eq!(
+        count(&store, "sample").await,
+        50,
+        "the rows held while read-only are written"
+    );
 }
 
 #[tokio::test]
 async fn the_size_cap_evicts_the_oldest_raw_samples_first() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = Store::open_for_writing(&dir.path().join("cap.db"), Durability::Normal).await.expect("open");
+    let store = Store::open_for_writing(&dir.path().join("cap.db"), Durability::Normal)
+        .await
+        .expect("open");
     let (tx, rx) = tokio::sync::mpsc::channel(100_000);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stats = Arc::new(HistoryStats::new(Arc::new(AtomicU64::new(0))));
-    let task = tokio::spawn(writer::run(store.clone(), rx, settings(), stats.clone(), stop_rx));
+    let task = tokio::spawn(writer::run(
+        store.clone(),
+        rx,
+        settings(),
+        stats.clone(),
+        stop_rx,
+    ));
     // 6 hours of one GPU at 1 Hz.
     let start = 1_700_006_400;
     for s in 0..6 * 3600 {
-        tx.send(snapshot(start + s, 50.0 + (s % 7) as f64)).await.expect("send");
+        tx.send(snapshot(start + s, 50.0 + (s % 7) as f64))
+            .await
+            .expect("send");
     }
     drop(tx);
     let _ = stop_tx.send(false);
     task.await.expect("writer");
     let before = store.size_bytes().await.expect("size");
-    let oldest_before: i64 = sqlx::query_scalar("SELECT min(ts) FROM sample").fetch_one(&store.pool).await.expect("min");
+    let oldest_before: i64 = sqlx::query_scalar("SELECT min(ts) FROM sample")
+        .fetch_one(&store.pool)
+        .await
+        .expect("min");
     let cap = before / 2;
     let far_future = Retention {
         raw: Duration::from_secs(100 * 365 * 86_400),
@@ -401,12 +446,30 @@ async fn the_size_cap_evicts_the_oldest_raw_samples_first() {
         hour: Duration::from_secs(100 * 365 * 86_400),
     };
     let now_ms = (start + 6 * 3600) as i64 * 1000;
-    let deleted = super::retention::prune(&store.pool, far_future, Some(cap), now_ms).await.expect("prune");
+    let deleted = super::retention::prune(&store.pool, far_future, Some(cap), now_ms)
+        .await
+        .expect("prune");
     assert!(deleted > 0);
-    assert!(store.size_bytes().await.expect("size") <= cap, "fits under the cap");
-    let oldest_after: i64 = sqlx::query_scalar("SELECT min(ts) FROM sample").fetch_one(&store.pool).await.expect("min");
-    assert!(oldest_after > oldest_before, "the oldest raw samples went first");
-    assert_eq!(count(&store, "rollup_1m").await, 360, "rollups are kept while raw samples can go");
-    let newest: i64 = sqlx::query_scalar("SELECT max(ts) FROM sample").fetch_one(&store.pool).await.expect("max");
+    assert!(
+        store.size_bytes().await.expect("size") <= cap,
+        "fits under the cap"
+    );
+    let oldest_after: i64 = sqlx::query_scalar("SELECT min(ts) FROM sample")
+        .fetch_one(&store.pool)
+        .await
+        .expect("min");
+    assert!(
+        oldest_after > oldest_before,
+        "the oldest raw samples went first"
+    );
+    assert_eq!(
+        count(&store, "rollup_1m").await,
+        360,
+        "rollups are kept while raw samples can go"
+    );
+    let newest: i64 = sqlx::query_scalar("SELECT max(ts) FROM sample")
+        .fetch_one(&store.pool)
+        .await
+        .expect("max");
     assert_eq!(newest, now_ms - 1000, "the newest samples stay");
 }

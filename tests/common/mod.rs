@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // Each test binary uses its own subset.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -469,4 +469,106 @@ pub fn prometheus() -> PathBuf {
         }
     }
     panic!("prometheus is missing: the Grafana dashboard test evaluates every panel query on a real Prometheus server. Install it with `apt-get install prometheus` (scripts/test.sh does this)");
+}
+
+/// Metric families as a README table documents them: name → (type, label names).
+pub type Documented = BTreeMap<String, (String, BTreeSet<String>)>;
+
+/// Asserts that the families in `metrics` whose names pass `filter` are
+/// exactly those `documented` (`what` names the table in messages), with the
+/// documented type and label names.
+pub fn assert_documented(
+    metrics: &Metrics,
+    documented: &Documented,
+    filter: impl Fn(&str) -> bool,
+    what: &str,
+) {
+    let mut exported: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for sample in metrics.samples.iter().filter(|s| filter(&s.name)) {
+        exported
+            .entry(sample.name.clone())
+            .or_default()
+            .extend(sample.labels.keys().cloned());
+    }
+    let undocumented: Vec<_> = exported
+        .keys()
+        .filter(|n| !documented.contains_key(*n))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "exported but not in {what}: {undocumented:?}"
+    );
+    let missing: Vec<_> = documented
+        .keys()
+        .filter(|n| !exported.contains_key(*n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "in {what} but not exported: {missing:?}"
+    );
+    for (name, (kind, labels)) in documented {
+        assert_eq!(metrics.types.get(name), Some(kind), "type of {name}");
+        assert_eq!(&exported[name], labels, "labels of {name}");
+    }
+}
+
+/// A port nothing listens on right now (another process may take it before
+/// it is used: a small race tests accept).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A real Prometheus server (Debian's) with its data in a temporary
+/// directory; killed when dropped.
+pub struct PrometheusServer {
+    child: Child,
+    /// Its base URL.
+    pub url: String,
+    /// Its directory: prometheus.yml, prometheus.log, data/.
+    pub dir: tempfile::TempDir,
+}
+
+impl PrometheusServer {
+    /// Starts Prometheus with `config` (prometheus.yml text) on a free
+    /// loopback port; does not wait for it to be ready.
+    pub fn start(config: &str) -> PrometheusServer {
+        let binary = prometheus();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let config_path = dir.path().join("prometheus.yml");
+        std::fs::write(&config_path, config).expect("write prometheus.yml");
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log file");
+        let child = Command::new(&binary)
+            .arg(format!("--config.file={}", config_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
+        PrometheusServer {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+        }
+    }
+
+    /// What Prometheus logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for PrometheusServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
