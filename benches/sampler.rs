@@ -71,8 +71,20 @@ impl CallCounter {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let rounds = if quick { 300 } else { 3000 };
+    // `cargo bench` passes --bench; `cargo test --all-targets` runs this as
+    // a smoke test with a few rounds so the benchmark cannot rot.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    if smoke {
+        println!("smoke run (cargo test): figures below are not representative; use `cargo bench`");
+    }
+    let quick = smoke || std::env::args().any(|a| a == "--quick");
+    let rounds = if smoke {
+        20
+    } else if quick {
+        300
+    } else {
+        3000
+    };
     std::env::set_var(nvml_sim::ENV_SCENARIO, "builtin:h100x8");
     let library = gpuwatch::sim::locate_library()
         .expect("build the simulator first: cargo build --workspace --release");
@@ -150,7 +162,13 @@ fn main() {
     );
 
     // The same tick paced at the agent's rate: caches go cold between ticks.
-    let paced_rounds = if quick { 5 } else { 20 };
+    let paced_rounds = if smoke {
+        2
+    } else if quick {
+        5
+    } else {
+        20
+    };
     let mut paced = Vec::with_capacity(paced_rounds);
     let spin = std::env::var_os("SPIN").is_some();
     for _ in 0..paced_rounds {
