@@ -141,7 +141,7 @@ pub fn evaluate(
         let rule = rules.iter().find(|r| r.name == key.rule);
         let keep_for = rule.map_or(Duration::ZERO, |r| r.keep_firing_for);
         let state = advance(alert.state, false, false, Duration::ZERO, keep_for, now);
-        if kind(state) != kind(alert.state) {
+        if is_transition(alert.state, state) {
             transitions.push(Transition {
                 key: key.clone(),
                 from: alert.state,
@@ -194,7 +194,7 @@ fn step(
     if matches!(from, AlertState::Inactive) && matches!(to, AlertState::Inactive) {
         return;
     }
-    let changed = kind(from) != kind(to);
+    let changed = is_transition(from, to);
     let (labels, annotations) = if changed || old.is_none() {
         (
             labels(rule, gpu, snapshot),
@@ -291,8 +291,14 @@ fn advance(
     }
 }
 
-fn kind(state: AlertState) -> &'static str {
-    state.as_str()
+/// Whether a state change is reported: every change of kind except a
+/// resolved alert being forgotten after [`RESOLVED_RETENTION`].
+fn is_transition(from: AlertState, to: AlertState) -> bool {
+    from.as_str() != to.as_str()
+        && !matches!(
+            (from, to),
+            (AlertState::Resolved { .. }, AlertState::Inactive)
+        )
 }
 
 /// Whether a firing alert stays firing: with a clear threshold, until the

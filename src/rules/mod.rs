@@ -24,3 +24,6 @@ pub use eval::{evaluate, gpu_id, metric_value, Alert, EvalState, GpuMemory};
 pub use parse::{parse_rules, rules_from_raw, RawRule, RawRules};
 pub use rule::{AlertKey, AlertState, Rule, Severity, Target, Transition};
 pub use template::{Context, Template};
+
+#[cfg(test)]
+mod tests;
