@@ -207,6 +207,27 @@ pub fn builtin_rules() -> Vec<Rule> {
             "GPU {{ .gpu }} of {{ .host }} needs a reset to remap memory rows",
             "A memory row remap on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} takes effect only after a GPU reset.",
         ),
+        // Anomalies are hints, not faults: severity info, and 5 minutes of
+        // hold so that the temperature's lag behind a load change (a minute
+        // or two) never fires. 8 °C above its own baseline at the same load
+        // is well outside run-to-run variation (a few °C); 15 °C above its
+        // peers at similar load is the classic failing fan.
+        rule(
+            "GpuTemperatureAnomaly",
+            Condition::TemperatureAnomaly { margin: 8.0 },
+            300,
+            Severity::Info,
+            "GPU {{ .gpu }} on {{ .host }} runs hotter than usual at this load",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C above its usual temperature at this utilization for 5 minutes (alert from {{ .threshold }} °C). Check its fans and airflow.",
+        ),
+        rule(
+            "GpuHotterThanPeers",
+            Condition::PeerHotter { margin: 15.0 },
+            300,
+            Severity::Info,
+            "GPU {{ .gpu }} on {{ .host }} runs hotter than its neighbours",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C hotter than the median of the node's GPUs at similar utilization for 5 minutes (alert from {{ .threshold }} °C). A failing fan or blocked airflow is likely.",
+        ),
         // The snapshot is older than 30 s (several intervals plus the
         // sampler's 10 s timeout) for 2 minutes: NVML or the driver hangs.
         rule(

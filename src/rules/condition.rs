@@ -10,6 +10,8 @@
 //! remap_failure | remap_pending | retired_pages_pending | gpu_lost
 //! absent(power)                         a reading this GPU gives is missing
 //! stale(30s)                            the snapshot is older than this (node-level)
+//! temperature_anomaly(8)                above its own baseline at this load (see anomaly)
+//! peer_hotter(15)                       hotter than its peers at similar load (see anomaly)
 //! A or B                                either (GPU-level conditions only)
 //! ```
 
@@ -266,6 +268,19 @@ pub enum Condition {
         /// Longest acceptable age.
         max_age: Duration,
     },
+    /// The temperature is above its own baseline at this utilization by
+    /// more than its normal band and at least `margin` °C (see
+    /// [`super::anomaly`]).
+    TemperatureAnomaly {
+        /// Least excess over the baseline mean, °C.
+        margin: f64,
+    },
+    /// The GPU is at least `margin` °C hotter than the median of its peers
+    /// at similar utilization (see [`super::anomaly`]).
+    PeerHotter {
+        /// Least excess over the peers' median, °C.
+        margin: f64,
+    },
     /// Any of these (GPU-level) conditions.
     Any(Vec<Condition>),
 }
@@ -282,6 +297,9 @@ impl Condition {
         match self {
             Condition::Compare { threshold, .. } => Some(*threshold),
             Condition::Stale { max_age } => Some(max_age.as_secs_f64()),
+            Condition::TemperatureAnomaly { margin } | Condition::PeerHotter { margin } => {
+                Some(*margin)
+            }
             Condition::Any(list) => list.iter().find_map(Condition::threshold),
             _ => None,
         }
@@ -418,8 +436,24 @@ fn parse_call(function: &str, args: &[&str], text: &str) -> Result<Condition, St
                 )),
             }
         }
+        "temperature_anomaly" | "peer_hotter" => {
+            let arg = one()?;
+            let margin = match arg.parse::<f64>() {
+                Ok(m) if m.is_finite() && m > 0.0 => m,
+                _ => {
+                    return Err(format!(
+                        "\"{arg}\" is not a margin; write a positive number of °C, e.g. {function}(10)"
+                    ))
+                }
+            };
+            Ok(if function == "peer_hotter" {
+                Condition::PeerHotter { margin }
+            } else {
+                Condition::TemperatureAnomaly { margin }
+            })
+        }
         _ => Err(format!(
-            "\"{function}\" is not a condition function; use clock_event, xid, increase, absent or stale"
+            "\"{function}\" is not a condition function; use clock_event, xid, increase, absent, stale, temperature_anomaly or peer_hotter"
         )),
     }
 }
@@ -472,6 +506,8 @@ impl fmt::Display for Condition {
             Condition::Stale { max_age } => {
                 write!(f, "stale({})", humantime::format_duration(*max_age))
             }
+            Condition::TemperatureAnomaly { margin } => write!(f, "temperature_anomaly({margin})"),
+            Condition::PeerHotter { margin } => write!(f, "peer_hotter({margin})"),
             Condition::Any(list) => {
                 for (i, c) in list.iter().enumerate() {
                     if i > 0 {

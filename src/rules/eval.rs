@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use super::anomaly;
 use super::condition::{Condition, Counter, Flag, Metric};
 use super::rule::{AlertKey, AlertState, Rule, Target, Transition};
 use super::template::Context;
@@ -52,6 +53,9 @@ pub struct GpuMemory {
     pub counters: BTreeMap<String, u64>,
     /// Readings this GPU has given at least once (for `absent`).
     pub seen: BTreeSet<Metric>,
+    /// Temperature baselines by utilization bucket (anomaly detection).
+    #[serde(default)]
+    pub baselines: BTreeMap<u8, anomaly::Baseline>,
 }
 
 /// What changed on one GPU since the previous evaluation.
@@ -59,6 +63,8 @@ pub struct GpuMemory {
 struct Changes {
     xid: Vec<u64>,
     increased: BTreeMap<Counter, u64>,
+    anomaly: Option<anomaly::Score>,
+    peer: Option<f64>,
 }
 
 /// Evaluates `rules` against `snapshot` at `now`. Pure: the same inputs
@@ -75,10 +81,13 @@ pub fn evaluate(
         gpus: previous.gpus.clone(),
     };
     let mut changes = BTreeMap::new();
+    let peers = anomaly::peer_excess(snapshot);
     for gpu in &snapshot.gpus {
         let id = gpu_id(gpu);
         let memory = next.gpus.entry(id.clone()).or_default();
-        changes.insert(id, observe(gpu, memory));
+        let mut change = observe(gpu, memory, snapshot.taken_at);
+        change.peer = peers.get(&id).copied();
+        changes.insert(id, change);
     }
     let mut transitions = Vec::new();
     let mut visited = BTreeSet::new();
@@ -348,7 +357,7 @@ fn annotations(
 }
 
 /// Updates a GPU's memory with this snapshot and says what grew.
-fn observe(gpu: &GpuSnapshot, memory: &mut GpuMemory) -> Changes {
+fn observe(gpu: &GpuSnapshot, memory: &mut GpuMemory, taken_at: SystemTime) -> Changes {
     let mut changes = Changes::default();
     // Xid counts are since the agent started: a missing baseline is 0, and
     // a count lower than the baseline means the agent restarted.
@@ -387,6 +396,13 @@ fn observe(gpu: &GpuSnapshot, memory: &mut GpuMemory) -> Changes {
             if metric_value(gpu, *metric).is_some() {
                 memory.seen.insert(*metric);
             }
+        }
+        if let (Some(utilization), Some(temperature)) = (
+            gpu.readings.utilization_gpu_ratio,
+            gpu.readings.temperature_gpu_celsius,
+        ) {
+            changes.anomaly =
+                anomaly::observe(&mut memory.baselines, utilization, temperature, taken_at);
         }
     }
     changes
@@ -529,6 +545,14 @@ fn check(
             (missing, None)
         }
         Condition::Stale { .. } => (false, None),
+        Condition::TemperatureAnomaly { margin } => match changes.anomaly {
+            Some(score) => (score.is_anomalous(*margin), Some(score.above_mean)),
+            None => (false, None),
+        },
+        Condition::PeerHotter { margin } => match changes.peer {
+            Some(excess) => (excess >= *margin, Some(excess)),
+            None => (false, None),
+        },
         Condition::Any(list) => {
             let mut first_value = None;
             for c in list {

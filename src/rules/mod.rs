@@ -11,6 +11,7 @@
 //! Nothing here does I/O: the caller persists [`EvalState`] and hands the
 //! [`Transition`]s to the outbox and notifiers.
 
+pub mod anomaly;
 pub mod builtin;
 pub mod condition;
 pub mod eval;
