@@ -18,6 +18,8 @@
 //!   queue, rollups, retention, queries for the API and CLI).
 //! - [`http`]: the hyper server for /metrics, health, readiness, the history
 //!   API and a landing page.
+//! - [`rules`]: the alerting rules engine's pure core (rule types, the
+//!   built-in pack, conditions, evaluation into alert transitions).
 //! - [`config`]: the TOML configuration, validated with file/line/field errors.
 //! - [`sim`]: finding the NVML simulator library and its scenarios, for
 //!   `--simulate`.
@@ -30,6 +32,7 @@ pub mod exporter;
 pub mod gpu;
 pub mod history;
 pub mod http;
+pub mod rules;
 pub mod sampler;
 pub mod sim;
 pub mod status;

@@ -1,0 +1,244 @@
+//! The built-in rule pack: on by default; each rule can be tuned or
+//! disabled by name from the configuration (see [`super::parse_rules`]).
+//!
+//! The names match the bundled Prometheus rules
+//! (`deploy/prometheus/gpuwatch-rules.yml`), so an alert reads the same
+//! whether gpuwatch or Prometheus raised it. Hold times follow the same
+//! reasoning as there and as nvidia_gpu_exporter's and DCGM's health checks:
+//! a state the hardware enters for seconds as a matter of course (thermal
+//! slowdown at a load step, memory filling at a job start) must hold for
+//! minutes before anyone is told; an event that already means the GPU needs
+//! a reset (a fatal Xid, an uncorrectable ECC error, a lost GPU) fires at once.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::condition::{Condition, Counter, Flag, Metric, Op};
+use super::rule::{Rule, Severity};
+use super::template::Template;
+
+/// Xid codes that need a GPU reset or a reboot (DCGM treats them as fatal):
+/// 48 double-bit ECC, 61/62 internal micro-controller halt, 64 row-remapper
+/// / page-retirement failure, 74 NVLink, 79 fallen off the bus, 95
+/// uncontained ECC, 119/120 GSP timeout/error, 140 unrecovered ECC. The same
+/// set as the bundled Prometheus rule `GpuXidFatal`.
+pub const XID_FATAL: &[u64] = &[48, 61, 62, 64, 74, 79, 95, 119, 120, 140];
+
+/// Xid 94: an uncorrectable ECC error contained to one application.
+pub const XID_CONTAINED: &[u64] = &[94];
+
+/// One GiB.
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+fn rule(
+    name: &str,
+    condition: Condition,
+    for_secs: u64,
+    severity: Severity,
+    summary: &str,
+    description: &str,
+) -> Rule {
+    let mut annotations = BTreeMap::new();
+    for (key, text) in [("summary", summary), ("description", description)] {
+        // The built-in texts are constants checked by a test; a failure
+        // here would drop only that annotation.
+        if let Ok(template) = Template::parse(text) {
+            annotations.insert(key.to_string(), template);
+        }
+    }
+    Rule {
+        name: name.to_string(),
+        condition,
+        for_: Duration::from_secs(for_secs),
+        keep_firing_for: Duration::ZERO,
+        clear: None,
+        severity,
+        labels: BTreeMap::new(),
+        annotations,
+    }
+}
+
+fn compare(metric: Metric, op: Op, threshold: f64) -> Condition {
+    Condition::Compare {
+        metric,
+        op,
+        threshold,
+    }
+}
+
+/// The built-in rules, in a stable order.
+pub fn builtin_rules() -> Vec<Rule> {
+    let half_hour = Duration::from_secs(30 * 60);
+    vec![
+        // Hardware thermal slowdown halves clocks or worse; 1 minute rides out
+        // a transient at a load step. Warning: the GPU protects itself, the
+        // near-shutdown rule is the critical one.
+        rule(
+            "GpuHwThermalSlowdown",
+            Condition::ClockEvent { mask: 0x40 },
+            60,
+            Severity::Warning,
+            "GPU {{ .gpu }} on {{ .host }} is in hardware thermal slowdown",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has had its clocks cut by the hardware thermal protection for over 1 minute. Check cooling and airflow.",
+        ),
+        // Software thermal slowdown is the driver's gentler response and is
+        // normal for seconds under load: 5 minutes.
+        rule(
+            "GpuSwThermalSlowdown",
+            Condition::ClockEvent { mask: 0x20 },
+            300,
+            Severity::Warning,
+            "GPU {{ .gpu }} on {{ .host }} is thermally throttled",
+            "The driver has lowered the clocks of GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} for temperature for over 5 minutes.",
+        ),
+        // Headroom to the GPU's own slowdown threshold (from NVML, never a
+        // fixed 85 °C): 5 °C for 5 minutes means it will throttle soon.
+        rule(
+            "GpuTemperatureNearSlowdown",
+            compare(Metric::DegreesBelowSlowdown, Op::Le, 5.0),
+            300,
+            Severity::Warning,
+            "GPU {{ .gpu }} on {{ .host }} is near its slowdown temperature",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C below its slowdown threshold (alert at {{ .threshold }} °C or less) for 5 minutes.",
+        ),
+        // 3 °C from shutdown: a job is about to die with the GPU; 1 minute.
+        rule(
+            "GpuTemperatureNearShutdown",
+            compare(Metric::DegreesBelowShutdown, Op::Le, 3.0),
+            60,
+            Severity::Critical,
+            "GPU {{ .gpu }} on {{ .host }} is near its shutdown temperature",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} is {{ .value }} °C below the temperature at which it shuts down.",
+        ),
+        // An external power-brake signal (PSU, chassis): never normal, but
+        // brief assertions happen on power events; 1 minute.
+        rule(
+            "GpuHwPowerBrake",
+            Condition::ClockEvent { mask: 0x80 },
+            60,
+            Severity::Warning,
+            "GPU {{ .gpu }} on {{ .host }} is slowed by the hardware power brake",
+            "An external power-brake signal has been slowing GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} for over 1 minute.",
+        ),
+        // Jobs fill memory at start and frameworks cache; 5 minutes above
+        // 95 % (or under 1 GiB free) means the next allocation will fail.
+        rule(
+            "GpuMemoryPressure",
+            Condition::Any(vec![
+                compare(Metric::MemoryUsedRatio, Op::Gt, 0.95),
+                compare(Metric::MemoryFreeBytes, Op::Lt, GIB),
+            ]),
+            300,
+            Severity::Warning,
+            "GPU {{ .gpu }} on {{ .host }} is almost out of memory",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been short of memory for 5 minutes (value {{ .value }}).",
+        ),
+        // A lost GPU does not come back by itself: at once.
+        rule(
+            "GpuLost",
+            Condition::GpuLost,
+            0,
+            Severity::Critical,
+            "GPU {{ .gpu }} on {{ .host }} is lost",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} stopped answering NVML. It usually needs a reset or a reboot.",
+        ),
+        // An Xid is an event: fire at once and stay firing for 30 minutes so
+        // that it is seen and not resolved at the next sample.
+        Rule {
+            keep_firing_for: half_hour,
+            ..rule(
+                "GpuXidFatal",
+                Condition::Xid {
+                    codes: XID_FATAL.to_vec(),
+                },
+                0,
+                Severity::Critical,
+                "Fatal Xid {{ .value }} on GPU {{ .gpu }} of {{ .host }}",
+                "The driver reported Xid {{ .value }} on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }}. This Xid usually requires a GPU reset or a node reboot; drain the node.",
+            )
+        },
+        Rule {
+            keep_firing_for: half_hour,
+            ..rule(
+                "GpuXidContained",
+                Condition::Xid {
+                    codes: XID_CONTAINED.to_vec(),
+                },
+                0,
+                Severity::Warning,
+                "Contained ECC error (Xid 94) on GPU {{ .gpu }} of {{ .host }}",
+                "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid 94: an uncorrectable ECC error was contained to the application that hit it. Restart the affected job and reset the GPU when convenient.",
+            )
+        },
+        // Any uncorrectable ECC error corrupts data: at once, and kept for
+        // 30 minutes like an Xid (it is an event too).
+        Rule {
+            keep_firing_for: half_hour,
+            ..rule(
+                "GpuEccUncorrectable",
+                Condition::Increase {
+                    counter: Counter::EccUncorrected,
+                },
+                0,
+                Severity::Critical,
+                "Uncorrectable ECC errors on GPU {{ .gpu }} of {{ .host }}",
+                "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} counted {{ .value }} new uncorrectable ECC errors.",
+            )
+        },
+        // A failed remap means the GPU needs replacing: at once.
+        rule(
+            "GpuRowRemapFailure",
+            Condition::Flag {
+                flag: Flag::RemapFailure,
+            },
+            0,
+            Severity::Critical,
+            "Row remapping failed on GPU {{ .gpu }} of {{ .host }}",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} could not remap a faulty memory row: the GPU should be replaced (RMA).",
+        ),
+        // A pending remap needs a reset at the next convenient time.
+        rule(
+            "GpuRowRemapPending",
+            Condition::Flag {
+                flag: Flag::RemapPending,
+            },
+            0,
+            Severity::Warning,
+            "GPU {{ .gpu }} of {{ .host }} needs a reset to remap memory rows",
+            "A memory row remap on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} takes effect only after a GPU reset.",
+        ),
+        // Anomalies are hints, not faults: severity info, and 5 minutes of
+        // hold so that the temperature's lag behind a load change (a minute
+        // or two) never fires. 8 °C above its own baseline at the same load
+        // is well outside run-to-run variation (a few °C); 15 °C above its
+        // peers at similar load is the classic failing fan.
+        rule(
+            "GpuTemperatureAnomaly",
+            Condition::TemperatureAnomaly { margin: 8.0 },
+            300,
+            Severity::Info,
+            "GPU {{ .gpu }} on {{ .host }} runs hotter than usual at this load",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C above its usual temperature at this utilization for 5 minutes (alert from {{ .threshold }} °C). Check its fans and airflow.",
+        ),
+        rule(
+            "GpuHotterThanPeers",
+            Condition::PeerHotter { margin: 15.0 },
+            300,
+            Severity::Info,
+            "GPU {{ .gpu }} on {{ .host }} runs hotter than its neighbours",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C hotter than the median of the node's GPUs at similar utilization for 5 minutes (alert from {{ .threshold }} °C). A failing fan or blocked airflow is likely.",
+        ),
+        // The snapshot is older than 30 s (several intervals plus the
+        // sampler's 10 s timeout) for 2 minutes: NVML or the driver hangs.
+        rule(
+            "GpuwatchStale",
+            Condition::Stale {
+                max_age: Duration::from_secs(30),
+            },
+            120,
+            Severity::Warning,
+            "gpuwatch on {{ .host }} has no fresh sample",
+            "The latest snapshot on {{ .host }} is {{ .value }} s old (limit {{ .threshold }} s): NVML is failing or a driver call hung.",
+        ),
+    ]
+}

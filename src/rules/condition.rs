@@ -1,0 +1,522 @@
+//! Conditions: what a rule tests, and their small text syntax.
+//!
+//! ```text
+//! temperature > 85                      a reading (or derived value) against a number
+//! degrees_below_slowdown <= 5           derived from the GPU's own thresholds
+//! memory_free_bytes < 1GiB              sizes for byte readings
+//! clock_event(hw_thermal_slowdown)      a clock-event reason active (names as the `reason` label)
+//! xid(48, 79)                           one of these Xid codes seen since the last evaluation
+//! increase(ecc_uncorrected)             a counter grew since the last evaluation
+//! remap_failure | remap_pending | retired_pages_pending | gpu_lost
+//! absent(power)                         a reading this GPU gives is missing
+//! stale(30s)                            the snapshot is older than this (node-level)
+//! temperature_anomaly(8)                above its own baseline at this load (see anomaly)
+//! peer_hotter(15)                       hotter than its peers at similar load (see anomaly)
+//! A or B                                either (GPU-level conditions only)
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::gpu::reasons::CLOCK_EVENT_REASONS;
+
+/// A reading of one GPU, or a value derived from its readings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// GPU die temperature, °C.
+    Temperature,
+    /// Memory (HBM) temperature, °C.
+    MemoryTemperature,
+    /// The GPU's own slowdown temperature minus its temperature, °C.
+    DegreesBelowSlowdown,
+    /// The GPU's own shutdown temperature minus its temperature, °C.
+    DegreesBelowShutdown,
+    /// Used / total frame buffer, 0..1.
+    MemoryUsedRatio,
+    /// Used frame buffer, bytes.
+    MemoryUsedBytes,
+    /// Free frame buffer, bytes.
+    MemoryFreeBytes,
+    /// Power draw, W.
+    Power,
+    /// Power draw / enforced power limit, 0..1.
+    PowerLimitRatio,
+    /// GPU utilization, 0..1.
+    UtilizationGpu,
+    /// Memory utilization, 0..1.
+    UtilizationMemory,
+    /// SM clock, Hz.
+    SmClock,
+    /// The fastest fan, 0..1.
+    FanSpeed,
+    /// Performance state, 0 (max) .. 15.
+    PerformanceState,
+    /// Current PCIe link width, lanes.
+    PcieLinkWidth,
+}
+
+/// Every metric with its name in the condition syntax.
+pub const METRICS: &[(Metric, &str)] = &[
+    (Metric::Temperature, "temperature"),
+    (Metric::MemoryTemperature, "memory_temperature"),
+    (Metric::DegreesBelowSlowdown, "degrees_below_slowdown"),
+    (Metric::DegreesBelowShutdown, "degrees_below_shutdown"),
+    (Metric::MemoryUsedRatio, "memory_used_ratio"),
+    (Metric::MemoryUsedBytes, "memory_used_bytes"),
+    (Metric::MemoryFreeBytes, "memory_free_bytes"),
+    (Metric::Power, "power"),
+    (Metric::PowerLimitRatio, "power_limit_ratio"),
+    (Metric::UtilizationGpu, "utilization"),
+    (Metric::UtilizationMemory, "memory_utilization"),
+    (Metric::SmClock, "sm_clock"),
+    (Metric::FanSpeed, "fan_speed"),
+    (Metric::PerformanceState, "performance_state"),
+    (Metric::PcieLinkWidth, "pcie_link_width"),
+];
+
+impl Metric {
+    /// The name in the condition syntax.
+    pub fn as_str(self) -> &'static str {
+        METRICS
+            .iter()
+            .find(|(m, _)| *m == self)
+            .map_or("?", |(_, name)| name)
+    }
+
+    /// Looks a metric up by name.
+    pub fn parse(name: &str) -> Option<Metric> {
+        METRICS.iter().find(|(_, n)| *n == name).map(|(m, _)| *m)
+    }
+
+    fn is_bytes(self) -> bool {
+        matches!(self, Metric::MemoryUsedBytes | Metric::MemoryFreeBytes)
+    }
+}
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+}
+
+impl Op {
+    /// The operator as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Gt => ">",
+            Op::Ge => ">=",
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Eq => "==",
+            Op::Ne => "!=",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Op> {
+        Some(match text {
+            ">" => Op::Gt,
+            ">=" => Op::Ge,
+            "<" => Op::Lt,
+            "<=" => Op::Le,
+            "==" => Op::Eq,
+            "!=" => Op::Ne,
+            _ => return None,
+        })
+    }
+
+    /// `value OP threshold`.
+    pub fn holds(self, value: f64, threshold: f64) -> bool {
+        match self {
+            Op::Gt => value > threshold,
+            Op::Ge => value >= threshold,
+            Op::Lt => value < threshold,
+            Op::Le => value <= threshold,
+            Op::Eq => value == threshold,
+            Op::Ne => value != threshold,
+        }
+    }
+
+    /// Whether the operator points up (`>`, `>=`), down (`<`, `<=`) or
+    /// neither; hysteresis needs a direction.
+    pub fn direction(self) -> Option<bool> {
+        match self {
+            Op::Gt | Op::Ge => Some(true),
+            Op::Lt | Op::Le => Some(false),
+            Op::Eq | Op::Ne => None,
+        }
+    }
+}
+
+/// A cumulative counter whose increase a rule can watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Counter {
+    /// Uncorrected ECC errors (volatile or aggregate count grew).
+    EccUncorrected,
+    /// Corrected ECC errors (volatile or aggregate count grew).
+    EccCorrected,
+    /// Pages retired for double-bit errors.
+    RetiredPagesDoubleBit,
+    /// Rows remapped for uncorrectable errors.
+    RemappedRowsUncorrectable,
+}
+
+/// Every counter with its name in the condition syntax.
+pub const COUNTERS: &[(Counter, &str)] = &[
+    (Counter::EccUncorrected, "ecc_uncorrected"),
+    (Counter::EccCorrected, "ecc_corrected"),
+    (Counter::RetiredPagesDoubleBit, "retired_pages_double_bit"),
+    (
+        Counter::RemappedRowsUncorrectable,
+        "remapped_rows_uncorrectable",
+    ),
+];
+
+impl Counter {
+    /// The name in the condition syntax.
+    pub fn as_str(self) -> &'static str {
+        COUNTERS
+            .iter()
+            .find(|(c, _)| *c == self)
+            .map_or("?", |(_, name)| name)
+    }
+}
+
+/// A yes/no health fact of a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Flag {
+    /// A row remap failed: the GPU needs service.
+    RemapFailure,
+    /// A row remap waits for a GPU reset.
+    RemapPending,
+    /// A page retirement waits for a reboot.
+    RetiredPagesPending,
+}
+
+const FLAGS: &[(Flag, &str)] = &[
+    (Flag::RemapFailure, "remap_failure"),
+    (Flag::RemapPending, "remap_pending"),
+    (Flag::RetiredPagesPending, "retired_pages_pending"),
+];
+
+impl Flag {
+    /// The name in the condition syntax.
+    pub fn as_str(self) -> &'static str {
+        FLAGS
+            .iter()
+            .find(|(c, _)| *c == self)
+            .map_or("?", |(_, name)| name)
+    }
+}
+
+/// What a rule tests.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Condition {
+    /// A reading compared to a number; a missing reading is never true.
+    Compare {
+        /// The reading.
+        metric: Metric,
+        /// The operator.
+        op: Op,
+        /// The number.
+        threshold: f64,
+    },
+    /// Any of these clock-event reason bits is active.
+    ClockEvent {
+        /// The bits (see [`crate::gpu::reasons`]).
+        mask: u64,
+    },
+    /// The GPU stopped answering.
+    GpuLost,
+    /// One of these Xid codes was counted since the last evaluation.
+    Xid {
+        /// The codes.
+        codes: Vec<u64>,
+    },
+    /// A counter grew since the last evaluation.
+    Increase {
+        /// The counter.
+        counter: Counter,
+    },
+    /// A health flag is set.
+    Flag {
+        /// The flag.
+        flag: Flag,
+    },
+    /// The reading is missing on a GPU that is up and gives it (it was seen
+    /// before, or its field group failed).
+    Absent {
+        /// The reading.
+        metric: Metric,
+    },
+    /// The node's snapshot is older than this (node-level).
+    Stale {
+        /// Longest acceptable age.
+        max_age: Duration,
+    },
+    /// The temperature is above its own baseline at this utilization by
+    /// more than its normal band and at least `margin` °C (see
+    /// [`super::anomaly`]).
+    TemperatureAnomaly {
+        /// Least excess over the baseline mean, °C.
+        margin: f64,
+    },
+    /// The GPU is at least `margin` °C hotter than the median of its peers
+    /// at similar utilization (see [`super::anomaly`]).
+    PeerHotter {
+        /// Least excess over the peers' median, °C.
+        margin: f64,
+    },
+    /// Any of these (GPU-level) conditions.
+    Any(Vec<Condition>),
+}
+
+impl Condition {
+    /// Whether the rule makes one alert for the node rather than one per GPU.
+    pub fn is_node_level(&self) -> bool {
+        matches!(self, Condition::Stale { .. })
+    }
+
+    /// The threshold shown as `{{ .threshold }}`: a comparison's number, a
+    /// staleness limit in seconds.
+    pub fn threshold(&self) -> Option<f64> {
+        match self {
+            Condition::Compare { threshold, .. } => Some(*threshold),
+            Condition::Stale { max_age } => Some(max_age.as_secs_f64()),
+            Condition::TemperatureAnomaly { margin } | Condition::PeerHotter { margin } => {
+                Some(*margin)
+            }
+            Condition::Any(list) => list.iter().find_map(Condition::threshold),
+            _ => None,
+        }
+    }
+
+    /// Parses the condition syntax (see the module documentation).
+    pub fn parse(text: &str) -> Result<Condition, String> {
+        let parts: Vec<&str> = text.split(" or ").map(str::trim).collect();
+        if parts.len() > 1 {
+            let mut list = Vec::new();
+            for part in parts {
+                let condition = parse_one(part)?;
+                if condition.is_node_level() {
+                    return Err(format!(
+                        "\"{part}\" is node-level and cannot be combined with \"or\""
+                    ));
+                }
+                list.push(condition);
+            }
+            return Ok(Condition::Any(list));
+        }
+        parse_one(text.trim())
+    }
+}
+
+const SYNTAX: &str = "write it like \"temperature > 85\", \"clock_event(hw_thermal_slowdown)\", \"xid(48, 79)\", \"increase(ecc_uncorrected)\", \"absent(power)\", \"gpu_lost\" or \"stale(30s)\"";
+
+fn parse_one(text: &str) -> Result<Condition, String> {
+    if text.is_empty() {
+        return Err(format!("the condition is empty; {SYNTAX}"));
+    }
+    if let Some(open) = text.find('(') {
+        let function = text[..open].trim();
+        let Some(args) = text[open + 1..].strip_suffix(')') else {
+            return Err(format!("\"{text}\" lacks its closing parenthesis"));
+        };
+        let args: Vec<&str> = args
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .collect();
+        return parse_call(function, &args, text);
+    }
+    let words: Vec<&str> = text.split_whitespace().collect();
+    match words.as_slice() {
+        ["gpu_lost"] => Ok(Condition::GpuLost),
+        [flag] => FLAGS
+            .iter()
+            .find(|(_, name)| name == flag)
+            .map(|(flag, _)| Condition::Flag { flag: *flag })
+            .ok_or_else(|| format!("\"{text}\" is not a condition; {SYNTAX}")),
+        [metric, op, number] => {
+            let metric = Metric::parse(metric).ok_or_else(|| unknown_metric(metric))?;
+            let op = Op::parse(op).ok_or_else(|| {
+                format!("\"{op}\" is not an operator; use >, >=, <, <=, == or !=")
+            })?;
+            let threshold = parse_number(metric, number)?;
+            Ok(Condition::Compare {
+                metric,
+                op,
+                threshold,
+            })
+        }
+        _ => Err(format!("\"{text}\" is not a condition; {SYNTAX}")),
+    }
+}
+
+fn parse_call(function: &str, args: &[&str], text: &str) -> Result<Condition, String> {
+    let one = || match args {
+        [arg] => Ok(*arg),
+        _ => Err(format!("{function}(...) takes one argument in \"{text}\"")),
+    };
+    match function {
+        "clock_event" => {
+            if args.is_empty() {
+                return Err(format!("clock_event(...) needs a reason in \"{text}\""));
+            }
+            let mut mask = 0;
+            for arg in args {
+                let reason = CLOCK_EVENT_REASONS
+                    .iter()
+                    .find(|r| r.name == *arg)
+                    .ok_or_else(|| {
+                        let names: Vec<&str> = CLOCK_EVENT_REASONS.iter().map(|r| r.name).collect();
+                        format!(
+                            "\"{arg}\" is not a clock-event reason; use one of {}",
+                            names.join(", ")
+                        )
+                    })?;
+                mask |= reason.bit;
+            }
+            Ok(Condition::ClockEvent { mask })
+        }
+        "xid" => {
+            if args.is_empty() {
+                return Err(format!("xid(...) needs at least one code in \"{text}\""));
+            }
+            let mut codes = Vec::new();
+            for arg in args {
+                match arg.parse::<u64>() {
+                    Ok(code) if code > 0 => codes.push(code),
+                    _ => return Err(format!("\"{arg}\" is not an Xid code (a positive integer)")),
+                }
+            }
+            codes.sort_unstable();
+            codes.dedup();
+            Ok(Condition::Xid { codes })
+        }
+        "increase" => {
+            let arg = one()?;
+            COUNTERS
+                .iter()
+                .find(|(_, name)| *name == arg)
+                .map(|(counter, _)| Condition::Increase { counter: *counter })
+                .ok_or_else(|| {
+                    let names: Vec<&str> = COUNTERS.iter().map(|(_, n)| *n).collect();
+                    format!(
+                        "\"{arg}\" is not a counter; use one of {}",
+                        names.join(", ")
+                    )
+                })
+        }
+        "absent" => {
+            let arg = one()?;
+            let metric = Metric::parse(arg).ok_or_else(|| unknown_metric(arg))?;
+            Ok(Condition::Absent { metric })
+        }
+        "stale" => {
+            let arg = one()?;
+            match humantime::parse_duration(arg) {
+                Ok(max_age) if !max_age.is_zero() => Ok(Condition::Stale { max_age }),
+                _ => Err(format!(
+                    "\"{arg}\" is not a positive duration; write it like \"30s\" or \"2m\""
+                )),
+            }
+        }
+        "temperature_anomaly" | "peer_hotter" => {
+            let arg = one()?;
+            let margin = match arg.parse::<f64>() {
+                Ok(m) if m.is_finite() && m > 0.0 => m,
+                _ => {
+                    return Err(format!(
+                        "\"{arg}\" is not a margin; write a positive number of °C, e.g. {function}(10)"
+                    ))
+                }
+            };
+            Ok(if function == "peer_hotter" {
+                Condition::PeerHotter { margin }
+            } else {
+                Condition::TemperatureAnomaly { margin }
+            })
+        }
+        _ => Err(format!(
+            "\"{function}\" is not a condition function; use clock_event, xid, increase, absent, stale, temperature_anomaly or peer_hotter"
+        )),
+    }
+}
+
+fn unknown_metric(name: &str) -> String {
+    let names: Vec<&str> = METRICS.iter().map(|(_, n)| *n).collect();
+    format!(
+        "\"{name}\" is not a metric; use one of {}",
+        names.join(", ")
+    )
+}
+
+fn parse_number(metric: Metric, text: &str) -> Result<f64, String> {
+    if let Ok(n) = text.parse::<f64>() {
+        if n.is_finite() {
+            return Ok(n);
+        }
+    }
+    if metric.is_bytes() {
+        if let Ok(bytes) = crate::config::parse_size(text) {
+            return Ok(bytes as f64);
+        }
+        return Err(format!(
+            "\"{text}\" is not a number or size; write it like 1073741824 or 1GiB"
+        ));
+    }
+    Err(format!("\"{text}\" is not a number"))
+}
+
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Condition::Compare {
+                metric,
+                op,
+                threshold,
+            } => write!(f, "{} {} {}", metric.as_str(), op.as_str(), threshold),
+            Condition::ClockEvent { mask } => {
+                let names: Vec<&str> = crate::gpu::reasons::active_reason_names(*mask).collect();
+                write!(f, "clock_event({})", names.join(", "))
+            }
+            Condition::GpuLost => f.write_str("gpu_lost"),
+            Condition::Xid { codes } => {
+                let codes: Vec<String> = codes.iter().map(u64::to_string).collect();
+                write!(f, "xid({})", codes.join(", "))
+            }
+            Condition::Increase { counter } => write!(f, "increase({})", counter.as_str()),
+            Condition::Flag { flag } => f.write_str(flag.as_str()),
+            Condition::Absent { metric } => write!(f, "absent({})", metric.as_str()),
+            Condition::Stale { max_age } => {
+                write!(f, "stale({})", humantime::format_duration(*max_age))
+            }
+            Condition::TemperatureAnomaly { margin } => write!(f, "temperature_anomaly({margin})"),
+            Condition::PeerHotter { margin } => write!(f, "peer_hotter({margin})"),
+            Condition::Any(list) => {
+                for (i, c) in list.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" or ")?;
+                    }
+                    write!(f, "{c}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}

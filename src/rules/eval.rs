@@ -1,0 +1,615 @@
+//! Evaluation: a pure function of (rules, snapshot, previous state, now)
+//! that returns the next state and the transitions, with Prometheus
+//! semantics (inactive → pending → firing → resolved).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::anomaly;
+use super::condition::{Condition, Counter, Flag, Metric};
+use super::rule::{AlertKey, AlertState, Rule, Target, Transition};
+use super::template::Context;
+use crate::gpu::{FieldGroup, GpuSnapshot, Snapshot};
+
+/// How long a resolved alert is kept in the state before it is forgotten
+/// (Prometheus keeps resolved alerts for 15 minutes too).
+pub const RESOLVED_RETENTION: Duration = Duration::from_secs(15 * 60);
+
+/// Everything an evaluation carries over to the next one. Serializable, so
+/// that it survives a restart: a firing alert restored from it does not fire
+/// again, a pending one keeps its start time, and counter baselines keep an
+/// increase that happened while the agent was down from going unnoticed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvalState {
+    /// Alerts that are pending, firing or recently resolved.
+    #[serde(with = "alert_list")]
+    pub alerts: BTreeMap<AlertKey, Alert>,
+    /// Per GPU (by UUID): counter baselines and readings seen.
+    pub gpus: BTreeMap<String, GpuMemory>,
+}
+
+/// One alert that is not inactive.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    /// Its state.
+    pub state: AlertState,
+    /// The condition's value at the last evaluation.
+    pub value: Option<f64>,
+    /// Its labels (kept so that a rule or GPU that disappeared can still be
+    /// resolved with them).
+    pub labels: BTreeMap<String, String>,
+    /// Its annotations as last rendered.
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// What evaluation remembers about one GPU.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuMemory {
+    /// Xid counts by code at the last evaluation.
+    pub xid: BTreeMap<u64, u64>,
+    /// Counter values by source name (e.g. "ecc_uncorrected_aggregate").
+    pub counters: BTreeMap<String, u64>,
+    /// Readings this GPU has given at least once (for `absent`).
+    pub seen: BTreeSet<Metric>,
+    /// Temperature baselines by utilization bucket (anomaly detection).
+    #[serde(default)]
+    pub baselines: BTreeMap<u8, anomaly::Baseline>,
+}
+
+/// What changed on one GPU since the previous evaluation.
+#[derive(Debug, Default)]
+struct Changes {
+    xid: Vec<u64>,
+    increased: BTreeMap<Counter, u64>,
+    anomaly: Option<anomaly::Score>,
+    peer: Option<f64>,
+}
+
+/// Evaluates `rules` against `snapshot` at `now`. Pure: the same inputs
+/// give the same outputs. Call it on every snapshot; to notice a hung
+/// sampler (`stale`), call it also on a timer with the latest snapshot.
+pub fn evaluate(
+    rules: &[Rule],
+    snapshot: &Snapshot,
+    previous: &EvalState,
+    now: SystemTime,
+) -> (EvalState, Vec<Transition>) {
+    let mut next = EvalState {
+        alerts: BTreeMap::new(),
+        gpus: previous.gpus.clone(),
+    };
+    let mut changes = BTreeMap::new();
+    let peers = anomaly::peer_excess(snapshot);
+    for gpu in &snapshot.gpus {
+        let id = gpu_id(gpu);
+        let memory = next.gpus.entry(id.clone()).or_default();
+        let mut change = observe(gpu, memory, snapshot.taken_at);
+        change.peer = peers.get(&id).copied();
+        changes.insert(id, change);
+    }
+    let mut transitions = Vec::new();
+    let mut visited = BTreeSet::new();
+    for rule in rules {
+        if rule.condition.is_node_level() {
+            let key = AlertKey {
+                rule: rule.name.clone(),
+                target: Target::Node,
+            };
+            let (holds, value) = node_check(&rule.condition, snapshot, now);
+            let stay = stays(rule, holds, value);
+            step(
+                rule,
+                None,
+                snapshot,
+                key.clone(),
+                holds,
+                stay,
+                value,
+                previous,
+                &mut next,
+                &mut transitions,
+                now,
+            );
+            visited.insert(key);
+            continue;
+        }
+        for gpu in &snapshot.gpus {
+            let id = gpu_id(gpu);
+            let key = AlertKey {
+                rule: rule.name.clone(),
+                target: Target::Gpu(id.clone()),
+            };
+            let (holds, value) = match (changes.get(&id), next.gpus.get(&id)) {
+                (Some(changes), Some(memory)) => check(&rule.condition, gpu, changes, memory),
+                _ => (false, None),
+            };
+            let stay = stays(rule, holds, value);
+            step(
+                rule,
+                Some(gpu),
+                snapshot,
+                key.clone(),
+                holds,
+                stay,
+                value,
+                previous,
+                &mut next,
+                &mut transitions,
+                now,
+            );
+            visited.insert(key);
+        }
+    }
+    // Alerts whose rule or GPU is gone: their condition is no longer true.
+    for (key, alert) in &previous.alerts {
+        if visited.contains(key) {
+            continue;
+        }
+        let rule = rules.iter().find(|r| r.name == key.rule);
+        let keep_for = rule.map_or(Duration::ZERO, |r| r.keep_firing_for);
+        let state = advance(alert.state, false, false, Duration::ZERO, keep_for, now);
+        if is_transition(alert.state, state) {
+            transitions.push(Transition {
+                key: key.clone(),
+                from: alert.state,
+                to: state,
+                at: now,
+                value: None,
+                labels: alert.labels.clone(),
+                annotations: alert.annotations.clone(),
+            });
+        }
+        if !matches!(state, AlertState::Inactive) {
+            next.alerts.insert(
+                key.clone(),
+                Alert {
+                    state,
+                    ..alert.clone()
+                },
+            );
+        }
+    }
+    (next, transitions)
+}
+
+/// The id alerts and memories use for a GPU: its UUID, or `index:N`.
+pub fn gpu_id(gpu: &GpuSnapshot) -> String {
+    if gpu.uuid.is_empty() {
+        format!("index:{}", gpu.index)
+    } else {
+        gpu.uuid.clone()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn step(
+    rule: &Rule,
+    gpu: Option<&GpuSnapshot>,
+    snapshot: &Snapshot,
+    key: AlertKey,
+    holds: bool,
+    stay: bool,
+    value: Option<f64>,
+    previous: &EvalState,
+    next: &mut EvalState,
+    transitions: &mut Vec<Transition>,
+    now: SystemTime,
+) {
+    let old = previous.alerts.get(&key);
+    let from = old.map_or(AlertState::Inactive, |a| a.state);
+    let to = advance(from, holds, stay, rule.for_, rule.keep_firing_for, now);
+    if matches!(from, AlertState::Inactive) && matches!(to, AlertState::Inactive) {
+        return;
+    }
+    let changed = is_transition(from, to);
+    let (labels, annotations) = if changed || old.is_none() {
+        (
+            labels(rule, gpu, snapshot),
+            annotations(rule, gpu, snapshot, value),
+        )
+    } else if let Some(old) = old {
+        // Refresh the annotations while firing so they show the latest value.
+        let annotations = if holds {
+            annotations(rule, gpu, snapshot, value)
+        } else {
+            old.annotations.clone()
+        };
+        (old.labels.clone(), annotations)
+    } else {
+        (BTreeMap::new(), BTreeMap::new())
+    };
+    if changed {
+        transitions.push(Transition {
+            key: key.clone(),
+            from,
+            to,
+            at: now,
+            value,
+            labels: labels.clone(),
+            annotations: annotations.clone(),
+        });
+    }
+    if !matches!(to, AlertState::Inactive) {
+        next.alerts.insert(
+            key,
+            Alert {
+                state: to,
+                value,
+                labels,
+                annotations,
+            },
+        );
+    }
+}
+
+/// One step of the state machine. `holds`: the condition is true; `stay`:
+/// a firing alert's stay condition (the clear threshold not crossed, or the
+/// condition itself without one).
+fn advance(
+    from: AlertState,
+    holds: bool,
+    stay: bool,
+    for_: Duration,
+    keep_firing_for: Duration,
+    now: SystemTime,
+) -> AlertState {
+    let elapsed = |since: SystemTime| now.duration_since(since).unwrap_or(Duration::ZERO);
+    match from {
+        AlertState::Inactive | AlertState::Resolved { .. } if holds => {
+            if for_.is_zero() {
+                AlertState::Firing {
+                    since: now,
+                    last_true: now,
+                }
+            } else {
+                AlertState::Pending { since: now }
+            }
+        }
+        AlertState::Inactive => AlertState::Inactive,
+        AlertState::Resolved { at } => {
+            if elapsed(at) >= RESOLVED_RETENTION {
+                AlertState::Inactive
+            } else {
+                from
+            }
+        }
+        AlertState::Pending { since } if holds => {
+            if elapsed(since) >= for_ {
+                AlertState::Firing {
+                    since,
+                    last_true: now,
+                }
+            } else {
+                from
+            }
+        }
+        AlertState::Pending { .. } => AlertState::Inactive,
+        AlertState::Firing { since, .. } if stay => AlertState::Firing {
+            since,
+            last_true: now,
+        },
+        AlertState::Firing { last_true, .. } => {
+            if !keep_firing_for.is_zero() && elapsed(last_true) < keep_firing_for {
+                from
+            } else {
+                AlertState::Resolved { at: now }
+            }
+        }
+    }
+}
+
+/// Whether a state change is reported: every change of kind except a
+/// resolved alert being forgotten after [`RESOLVED_RETENTION`].
+fn is_transition(from: AlertState, to: AlertState) -> bool {
+    from.as_str() != to.as_str()
+        && !matches!(
+            (from, to),
+            (AlertState::Resolved { .. }, AlertState::Inactive)
+        )
+}
+
+/// Whether a firing alert stays firing: with a clear threshold, until the
+/// value crosses it; otherwise while the condition holds.
+fn stays(rule: &Rule, holds: bool, value: Option<f64>) -> bool {
+    let (Some(clear), Condition::Compare { op, .. }) = (rule.clear, &rule.condition) else {
+        return holds;
+    };
+    match (value, op.direction()) {
+        (Some(v), Some(true)) => v > clear,
+        (Some(v), Some(false)) => v < clear,
+        (Some(_), None) => holds,
+        (None, _) => false,
+    }
+}
+
+fn labels(rule: &Rule, gpu: Option<&GpuSnapshot>, snapshot: &Snapshot) -> BTreeMap<String, String> {
+    let mut labels = rule.labels.clone();
+    labels.insert("alertname".into(), rule.name.clone());
+    labels.insert("severity".into(), rule.severity.as_str().into());
+    labels.insert("host".into(), snapshot.hostname.clone());
+    if let Some(gpu) = gpu {
+        labels.insert("gpu".into(), gpu.index.to_string());
+        labels.insert("uuid".into(), gpu.uuid.clone());
+    }
+    labels
+}
+
+fn annotations(
+    rule: &Rule,
+    gpu: Option<&GpuSnapshot>,
+    snapshot: &Snapshot,
+    value: Option<f64>,
+) -> BTreeMap<String, String> {
+    let context = Context {
+        value,
+        gpu: gpu.map(|g| g.index),
+        uuid: gpu.map(|g| g.uuid.as_str()),
+        name: gpu.and_then(|g| g.identity.name.as_deref()),
+        host: &snapshot.hostname,
+        threshold: rule.condition.threshold(),
+    };
+    rule.annotations
+        .iter()
+        .map(|(name, template)| (name.clone(), template.render(&context)))
+        .collect()
+}
+
+/// Updates a GPU's memory with this snapshot and says what grew.
+fn observe(gpu: &GpuSnapshot, memory: &mut GpuMemory, taken_at: SystemTime) -> Changes {
+    let mut changes = Changes::default();
+    // Xid counts are since the agent started: a missing baseline is 0, and
+    // a count lower than the baseline means the agent restarted.
+    let mut xid = BTreeMap::new();
+    for entry in gpu.xid_errors.iter() {
+        let before = memory
+            .xid
+            .get(&entry.code)
+            .copied()
+            .filter(|b| *b <= entry.count)
+            .unwrap_or(0);
+        if entry.count > before {
+            changes.xid.push(entry.code);
+        }
+        xid.insert(entry.code, entry.count);
+    }
+    if gpu.is_up() || !xid.is_empty() {
+        memory.xid = xid;
+    }
+    changes.xid.sort_unstable();
+    // Lifetime and volatile counters: the first reading is a baseline, a
+    // lower reading (driver reload) a new baseline.
+    for (counter, sources) in counter_sources(gpu) {
+        for (name, value) in sources {
+            let Some(value) = value else { continue };
+            if let Some(before) = memory.counters.get(name) {
+                if value > *before {
+                    *changes.increased.entry(counter).or_default() += value - before;
+                }
+            }
+            memory.counters.insert(name.to_string(), value);
+        }
+    }
+    if gpu.is_up() {
+        for (metric, _) in super::condition::METRICS {
+            if metric_value(gpu, *metric).is_some() {
+                memory.seen.insert(*metric);
+            }
+        }
+        if let (Some(utilization), Some(temperature)) = (
+            gpu.readings.utilization_gpu_ratio,
+            gpu.readings.temperature_gpu_celsius,
+        ) {
+            changes.anomaly =
+                anomaly::observe(&mut memory.baselines, utilization, temperature, taken_at);
+        }
+    }
+    changes
+}
+
+type Sources = [(&'static str, Option<u64>); 2];
+
+fn counter_sources(gpu: &GpuSnapshot) -> [(Counter, Sources); 4] {
+    let h = &gpu.health;
+    [
+        (
+            Counter::EccUncorrected,
+            [
+                ("ecc_uncorrected_volatile", h.ecc.uncorrected_volatile),
+                ("ecc_uncorrected_aggregate", h.ecc.uncorrected_aggregate),
+            ],
+        ),
+        (
+            Counter::EccCorrected,
+            [
+                ("ecc_corrected_volatile", h.ecc.corrected_volatile),
+                ("ecc_corrected_aggregate", h.ecc.corrected_aggregate),
+            ],
+        ),
+        (
+            Counter::RetiredPagesDoubleBit,
+            [
+                ("retired_pages_double_bit", h.retired_pages_double_bit),
+                ("", None),
+            ],
+        ),
+        (
+            Counter::RemappedRowsUncorrectable,
+            [
+                ("remapped_rows_uncorrectable", h.remapped_rows_uncorrectable),
+                ("", None),
+            ],
+        ),
+    ]
+}
+
+/// A reading of `gpu`, or a value derived from its readings; `None` when
+/// the reading (or what it derives from) is absent.
+pub fn metric_value(gpu: &GpuSnapshot, metric: Metric) -> Option<f64> {
+    let r = &gpu.readings;
+    let h = &gpu.health;
+    match metric {
+        Metric::Temperature => r.temperature_gpu_celsius,
+        Metric::MemoryTemperature => r.temperature_memory_celsius,
+        Metric::DegreesBelowSlowdown => {
+            Some(gpu.identity.temperature_slowdown_celsius? - r.temperature_gpu_celsius?)
+        }
+        Metric::DegreesBelowShutdown => {
+            Some(gpu.identity.temperature_shutdown_celsius? - r.temperature_gpu_celsius?)
+        }
+        Metric::MemoryUsedRatio => r
+            .memory
+            .filter(|m| m.total_bytes > 0)
+            .map(|m| m.used_bytes as f64 / m.total_bytes as f64),
+        Metric::MemoryUsedBytes => r.memory.map(|m| m.used_bytes as f64),
+        Metric::MemoryFreeBytes => r.memory.map(|m| m.free_bytes as f64),
+        Metric::Power => r.power_watts,
+        Metric::PowerLimitRatio => {
+            let limit = h.power_limit_watts.filter(|l| *l > 0.0)?;
+            Some(r.power_watts? / limit)
+        }
+        Metric::UtilizationGpu => r.utilization_gpu_ratio,
+        Metric::UtilizationMemory => r.utilization_memory_ratio,
+        Metric::SmClock => r.sm_clock_hertz,
+        Metric::FanSpeed => h.fan_speed_ratio.iter().flatten().copied().reduce(f64::max),
+        Metric::PerformanceState => h.performance_state.map(f64::from),
+        Metric::PcieLinkWidth => h.pcie_link_width.map(f64::from),
+    }
+}
+
+fn group(metric: Metric) -> FieldGroup {
+    match metric {
+        Metric::Temperature
+        | Metric::MemoryTemperature
+        | Metric::DegreesBelowSlowdown
+        | Metric::DegreesBelowShutdown => FieldGroup::Thermal,
+        Metric::MemoryUsedRatio | Metric::MemoryUsedBytes | Metric::MemoryFreeBytes => {
+            FieldGroup::Memory
+        }
+        Metric::Power | Metric::PowerLimitRatio => FieldGroup::Power,
+        Metric::UtilizationGpu | Metric::UtilizationMemory => FieldGroup::Utilization,
+        Metric::SmClock => FieldGroup::Clocks,
+        Metric::FanSpeed | Metric::PerformanceState => FieldGroup::Device,
+        Metric::PcieLinkWidth => FieldGroup::Pcie,
+    }
+}
+
+/// A GPU-level condition on one GPU: (true?, value).
+fn check(
+    condition: &Condition,
+    gpu: &GpuSnapshot,
+    changes: &Changes,
+    memory: &GpuMemory,
+) -> (bool, Option<f64>) {
+    let yes_no = |b: bool| (b, Some(if b { 1.0 } else { 0.0 }));
+    match condition {
+        Condition::Compare {
+            metric,
+            op,
+            threshold,
+        } => {
+            let value = metric_value(gpu, *metric);
+            (value.is_some_and(|v| op.holds(v, *threshold)), value)
+        }
+        Condition::ClockEvent { mask } => match gpu.readings.clock_event_reasons {
+            Some(active) => yes_no(active & mask != 0),
+            None => (false, None),
+        },
+        Condition::GpuLost => yes_no(!gpu.is_up()),
+        Condition::Xid { codes } => match changes.xid.iter().find(|c| codes.contains(c)) {
+            Some(code) => (true, Some(*code as f64)),
+            None => (false, None),
+        },
+        Condition::Increase { counter } => match changes.increased.get(counter) {
+            Some(by) => (true, Some(*by as f64)),
+            None => (false, None),
+        },
+        Condition::Flag { flag } => {
+            let h = &gpu.health;
+            let value = match flag {
+                Flag::RemapFailure => h.remapped_rows_failure,
+                Flag::RemapPending => h.remapped_rows_pending,
+                Flag::RetiredPagesPending => h.retired_pages_pending,
+            };
+            match value {
+                Some(b) => yes_no(b),
+                None => (false, None),
+            }
+        }
+        Condition::Absent { metric } => {
+            let missing = gpu.is_up()
+                && metric_value(gpu, *metric).is_none()
+                && (memory.seen.contains(metric)
+                    || gpu.groups.get(&group(*metric)) == Some(&false));
+            (missing, None)
+        }
+        Condition::Stale { .. } => (false, None),
+        Condition::TemperatureAnomaly { margin } => match changes.anomaly {
+            Some(score) => (score.is_anomalous(*margin), Some(score.above_mean)),
+            None => (false, None),
+        },
+        Condition::PeerHotter { margin } => match changes.peer {
+            Some(excess) => (excess >= *margin, Some(excess)),
+            None => (false, None),
+        },
+        Condition::Any(list) => {
+            let mut first_value = None;
+            for c in list {
+                let (holds, value) = check(c, gpu, changes, memory);
+                if holds {
+                    return (true, value);
+                }
+                first_value = first_value.or(value);
+            }
+            (false, first_value)
+        }
+    }
+}
+
+/// A node-level condition.
+fn node_check(condition: &Condition, snapshot: &Snapshot, now: SystemTime) -> (bool, Option<f64>) {
+    match condition {
+        Condition::Stale { max_age } => {
+            let age = now
+                .duration_since(snapshot.taken_at)
+                .unwrap_or(Duration::ZERO);
+            (age > *max_age, Some(age.as_secs_f64()))
+        }
+        _ => (false, None),
+    }
+}
+
+/// The alert map as a list, since JSON object keys must be strings.
+mod alert_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{Alert, AlertKey};
+
+    #[derive(Serialize, Deserialize)]
+    struct Entry {
+        key: AlertKey,
+        alert: Alert,
+    }
+
+    pub fn serialize<S: Serializer>(
+        map: &BTreeMap<AlertKey, Alert>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct EntryRef<'a> {
+            key: &'a AlertKey,
+            alert: &'a Alert,
+        }
+        s.collect_seq(map.iter().map(|(key, alert)| EntryRef { key, alert }))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<AlertKey, Alert>, D::Error> {
+        let list = Vec::<Entry>::deserialize(d)?;
+        Ok(list.into_iter().map(|e| (e.key, e.alert)).collect())
+    }
+}

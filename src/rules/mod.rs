@@ -1,0 +1,30 @@
+//! The rules engine's pure core: rules, the built-in pack, conditions over a
+//! [`Snapshot`](crate::gpu::Snapshot), and evaluation as a pure function of
+//! (rules, snapshot, previous state, now) with Prometheus semantics.
+//!
+//! ```text
+//! parse_rules(toml) ─▶ Vec<Rule> ─┐
+//! Snapshot ───────────────────────┼─▶ evaluate(..) ─▶ (EvalState, Vec<Transition>)
+//! EvalState (restored, serde) ────┘
+//! ```
+//!
+//! Nothing here does I/O: the caller persists [`EvalState`] and hands the
+//! [`Transition`]s to the outbox and notifiers.
+
+pub mod anomaly;
+pub mod builtin;
+pub mod condition;
+pub mod eval;
+pub mod parse;
+pub mod rule;
+pub mod template;
+
+pub use builtin::builtin_rules;
+pub use condition::{Condition, Counter, Flag, Metric, Op};
+pub use eval::{evaluate, gpu_id, metric_value, Alert, EvalState, GpuMemory};
+pub use parse::{parse_rules, rules_from_raw, RawRule, RawRules};
+pub use rule::{AlertKey, AlertState, Rule, Severity, Target, Transition};
+pub use template::{Context, Template};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,341 @@
+//! User rules from TOML: `[[rules]]` entries, validated with every problem
+//! reported at once, each with file, line and field path (`rules[2].for`).
+//!
+//! ```toml
+//! [[rules]]                       # a new rule
+//! name = "GpuHot"
+//! condition = "temperature > 85"
+//! for = "5m"
+//! keep_firing_for = "1m"
+//! clear = 80                      # hysteresis: resolves below 80 only
+//! severity = "warning"            # info | warning | critical
+//! labels = { team = "ml" }
+//! annotations = { summary = "GPU {{ .gpu }} on {{ .host }} at {{ .value }} °C" }
+//!
+//! [[rules]]                       # tune a built-in rule: only what is given changes
+//! name = "GpuMemoryPressure"
+//! for = "15m"
+//!
+//! [[rules]]                       # switch a built-in rule off
+//! name = "GpuSwThermalSlowdown"
+//! enabled = false
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::builtin::builtin_rules;
+use super::condition::Condition;
+use super::rule::{Rule, Severity};
+use super::template::Template;
+use crate::config::Problem;
+
+/// Labels the engine sets itself; a rule may not set them.
+pub const RESERVED_LABELS: &[&str] = &["alertname", "severity", "host", "gpu", "uuid"];
+
+/// A file holding only `[[rules]]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRules {
+    /// The entries.
+    #[serde(default)]
+    pub rules: Vec<RawRule>,
+}
+
+/// One `[[rules]]` entry as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRule {
+    /// The alert name; a built-in rule's name tunes that rule.
+    pub name: Option<Spanned<String>>,
+    /// `false` switches the rule off.
+    pub enabled: Option<bool>,
+    /// The condition (see [`Condition::parse`]).
+    pub condition: Option<Spanned<String>>,
+    /// Hold before firing, e.g. "5m".
+    #[serde(rename = "for")]
+    pub for_: Option<Spanned<String>>,
+    /// Keep firing this long after the condition turned false.
+    pub keep_firing_for: Option<Spanned<String>>,
+    /// Hysteresis threshold.
+    pub clear: Option<Spanned<f64>>,
+    /// "info", "warning" or "critical".
+    pub severity: Option<Spanned<String>>,
+    /// Extra labels.
+    pub labels: Option<Spanned<BTreeMap<String, String>>>,
+    /// Annotation templates by name.
+    pub annotations: Option<BTreeMap<String, Spanned<String>>>,
+}
+
+/// Parses a `[[rules]]`-only TOML document and returns the effective rule
+/// set: the built-in pack with the file's changes, then the file's own rules.
+pub fn parse_rules(source: &str, file: &str) -> Result<Vec<Rule>, Vec<Problem>> {
+    let raw: RawRules = toml::from_str(source).map_err(|error| {
+        let span = error.span();
+        let (line, column) = span.as_ref().map(|s| line_column(source, s.start)).unzip();
+        let field = span.map_or(String::new(), |s| entry_path(source, s.start));
+        vec![Problem {
+            file: file.to_string(),
+            line,
+            column,
+            field,
+            message: error.message().trim().to_string(),
+        }]
+    })?;
+    rules_from_raw(raw.rules, file, source)
+}
+
+/// Validates raw entries (e.g. the `rules` of a larger configuration file,
+/// `source` being that file's text for line numbers) into the effective
+/// rule set: built-ins with changes applied, then the user's rules.
+pub fn rules_from_raw(
+    raw: Vec<RawRule>,
+    file: &str,
+    source: &str,
+) -> Result<Vec<Rule>, Vec<Problem>> {
+    let mut v = Checker {
+        file,
+        source,
+        problems: Vec::new(),
+    };
+    let mut rules = builtin_rules();
+    let mut disabled = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    for (i, entry) in raw.into_iter().enumerate() {
+        let at = |field: &str| format!("rules[{i}].{field}");
+        let Some(name) = entry.name.as_ref() else {
+            v.problem(&format!("rules[{i}]"), None, "\"name\" is required");
+            continue;
+        };
+        let name_text = name.get_ref().trim().to_string();
+        if !is_identifier(&name_text) {
+            v.problem(
+                &at("name"),
+                Some(name.span()),
+                &format!("\"{name_text}\" is not a rule name; use letters, digits and _ (not first a digit), e.g. \"GpuHot\""),
+            );
+            continue;
+        }
+        if !seen.insert(name_text.clone()) {
+            v.problem(
+                &at("name"),
+                Some(name.span()),
+                &format!("\"{name_text}\" is defined twice; each rule name must be unique"),
+            );
+            continue;
+        }
+        let condition = entry.condition.as_ref().and_then(|text| {
+            Condition::parse(text.get_ref())
+                .map_err(|message| v.problem(&at("condition"), Some(text.span()), &message))
+                .ok()
+        });
+        if entry.enabled == Some(false) {
+            disabled.insert(name_text);
+            continue;
+        }
+        let base = rules.iter().position(|r| r.name == name_text);
+        if entry.condition.is_none() && base.is_none() {
+            v.problem(
+                &at("condition"),
+                Some(name.span()),
+                &format!("\"{name_text}\" is not a built-in rule, so it needs a condition"),
+            );
+            continue;
+        }
+        let for_ = v.duration(&at("for"), entry.for_.as_ref());
+        let keep_firing_for = v.duration(&at("keep_firing_for"), entry.keep_firing_for.as_ref());
+        let severity = entry.severity.as_ref().and_then(|s| {
+            let parsed = Severity::parse(s.get_ref());
+            if parsed.is_none() {
+                v.problem(
+                    &at("severity"),
+                    Some(s.span()),
+                    &format!(
+                        "\"{}\" is not a severity; use \"info\", \"warning\" or \"critical\"",
+                        s.get_ref()
+                    ),
+                );
+            }
+            parsed
+        });
+        let mut labels = BTreeMap::new();
+        if let Some(raw_labels) = &entry.labels {
+            for (key, value) in raw_labels.get_ref() {
+                if !is_identifier(key) {
+                    v.problem(
+                        &format!("rules[{i}].labels.{key}"),
+                        Some(raw_labels.span()),
+                        &format!("\"{key}\" is not a label name; use letters, digits and _"),
+                    );
+                } else if RESERVED_LABELS.contains(&key.as_str()) {
+                    v.problem(
+                        &format!("rules[{i}].labels.{key}"),
+                        Some(raw_labels.span()),
+                        &format!("\"{key}\" is set by gpuwatch itself; choose another label name"),
+                    );
+                } else {
+                    labels.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        let mut annotations = BTreeMap::new();
+        for (key, text) in entry.annotations.iter().flatten() {
+            match Template::parse(text.get_ref()) {
+                Ok(template) => {
+                    annotations.insert(key.clone(), template);
+                }
+                Err(message) => v.problem(
+                    &format!("rules[{i}].annotations.{key}"),
+                    Some(text.span()),
+                    &message,
+                ),
+            }
+        }
+        if entry.condition.is_some() && condition.is_none() {
+            continue; // already reported
+        }
+        let mut rule = match base {
+            Some(index) => rules[index].clone(),
+            None => Rule {
+                name: name_text.clone(),
+                condition: Condition::GpuLost, // replaced below: a condition is given
+                for_: Duration::ZERO,
+                keep_firing_for: Duration::ZERO,
+                clear: None,
+                severity: Severity::Warning,
+                labels: BTreeMap::new(),
+                annotations: BTreeMap::new(),
+            },
+        };
+        if let Some(condition) = condition {
+            if rule.condition != condition {
+                rule.clear = None; // a built-in's clear belongs to its condition
+            }
+            rule.condition = condition;
+        }
+        if let Some(d) = for_ {
+            rule.for_ = d;
+        }
+        if let Some(d) = keep_firing_for {
+            rule.keep_firing_for = d;
+        }
+        if let Some(s) = severity {
+            rule.severity = s;
+        }
+        rule.labels.extend(labels);
+        rule.annotations.extend(annotations);
+        if let Some(clear) = &entry.clear {
+            let value = *clear.get_ref();
+            match check_clear(&rule.condition, value) {
+                Ok(()) => rule.clear = Some(value),
+                Err(message) => v.problem(&at("clear"), Some(clear.span()), &message),
+            }
+        }
+        match base {
+            Some(index) => rules[index] = rule,
+            None => rules.push(rule),
+        }
+    }
+    if !v.problems.is_empty() {
+        v.problems.sort_by_key(|p| p.line);
+        return Err(v.problems);
+    }
+    rules.retain(|r| !disabled.contains(&r.name));
+    Ok(rules)
+}
+
+/// A clear threshold must belong to a comparison with a direction and lie
+/// on the far side of its threshold.
+fn check_clear(condition: &Condition, clear: f64) -> Result<(), String> {
+    let Condition::Compare { op, threshold, .. } = condition else {
+        return Err(format!(
+            "a clear threshold needs a comparison condition such as \"temperature > 85\", not \"{condition}\""
+        ));
+    };
+    match op.direction() {
+        Some(true) if clear < *threshold => Ok(()),
+        Some(false) if clear > *threshold => Ok(()),
+        Some(true) => Err(format!(
+            "must be below the threshold {threshold} for \"{condition}\" (the alert resolves once the value falls below it)"
+        )),
+        Some(false) => Err(format!(
+            "must be above the threshold {threshold} for \"{condition}\" (the alert resolves once the value rises above it)"
+        )),
+        None => Err(format!(
+            "needs a >, >=, < or <= comparison, not \"{condition}\""
+        )),
+    }
+}
+
+fn is_identifier(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+struct Checker<'a> {
+    file: &'a str,
+    source: &'a str,
+    problems: Vec<Problem>,
+}
+
+impl Checker<'_> {
+    fn problem(&mut self, field: &str, span: Option<Range<usize>>, message: &str) {
+        let (line, column) = span.map(|s| line_column(self.source, s.start)).unzip();
+        self.problems.push(Problem {
+            file: self.file.to_string(),
+            line,
+            column,
+            field: field.to_string(),
+            message: message.to_string(),
+        });
+    }
+
+    fn duration(&mut self, field: &str, value: Option<&Spanned<String>>) -> Option<Duration> {
+        let value = value?;
+        let text = value.get_ref().trim();
+        if text == "0" {
+            return Some(Duration::ZERO);
+        }
+        match humantime::parse_duration(text) {
+            Ok(d) => Some(d),
+            Err(error) => {
+                self.problem(
+                    field,
+                    Some(value.span()),
+                    &format!(
+                        "\"{text}\" is not a duration ({error}); write it like \"0s\", \"30s\" or \"5m\""
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// `rules[i]` for an offset inside the i-th `[[rules]]` table, as best as
+/// the text tells.
+fn entry_path(source: &str, offset: usize) -> String {
+    let before = source.get(..offset).unwrap_or(source);
+    let count = before
+        .lines()
+        .filter(|l| l.trim_start().starts_with("[[rules]]"))
+        .count();
+    match count {
+        0 => String::new(),
+        n => format!("rules[{}]", n - 1),
+    }
+}
+
+fn line_column(source: &str, offset: usize) -> (usize, usize) {
+    let before = source.get(..offset).unwrap_or(source);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}

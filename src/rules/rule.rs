@@ -1,0 +1,161 @@
+//! The rule and alert types: what a rule says, which alert it makes, the
+//! state an alert is in and the transitions between states.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::condition::Condition;
+use super::template::Template;
+
+/// How bad an alert is; the `severity` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth knowing, nobody needs to act now (anomalies).
+    Info,
+    /// Degraded: someone should look during working hours.
+    Warning,
+    /// Broken or about to break: act now.
+    Critical,
+}
+
+impl Severity {
+    /// The label value: "info", "warning" or "critical".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+
+    /// Parses a label value.
+    pub fn parse(text: &str) -> Option<Severity> {
+        match text {
+            "info" => Some(Severity::Info),
+            "warning" => Some(Severity::Warning),
+            "critical" => Some(Severity::Critical),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One alerting rule: a condition evaluated per GPU (or once for the node),
+/// how long it must hold, and what the alert says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// The `alertname`; unique within a rule set.
+    pub name: String,
+    /// When the rule is true.
+    pub condition: Condition,
+    /// How long the condition must hold before the alert fires (0: at once).
+    pub for_: Duration,
+    /// How long a firing alert stays firing after its condition turned false.
+    pub keep_firing_for: Duration,
+    /// Hysteresis: once firing, the alert stays firing until the value
+    /// crosses this threshold (only for comparisons, on the far side of the
+    /// firing threshold).
+    pub clear: Option<f64>,
+    /// The `severity` label.
+    pub severity: Severity,
+    /// Extra labels for the alert.
+    pub labels: BTreeMap<String, String>,
+    /// Annotation templates, e.g. `summary` and `description`.
+    pub annotations: BTreeMap<String, Template>,
+}
+
+/// What an alert is about: a GPU (by UUID) or the node as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Target {
+    /// One GPU, by its UUID (or `index:N` when NVML gave no UUID).
+    Gpu(String),
+    /// The node (e.g. collection stale).
+    Node,
+}
+
+/// Identifies one alert: one per (rule, GPU) or (rule, node).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AlertKey {
+    /// The rule's name.
+    pub rule: String,
+    /// The GPU or the node.
+    pub target: Target,
+}
+
+impl fmt::Display for AlertKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.target {
+            Target::Gpu(uuid) => write!(f, "{}/{}", self.rule, uuid),
+            Target::Node => write!(f, "{}/node", self.rule),
+        }
+    }
+}
+
+/// Where one alert stands (Prometheus semantics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum AlertState {
+    /// The condition is false (inactive alerts are not kept in the state).
+    Inactive,
+    /// The condition is true but has not held for `for` yet.
+    Pending {
+        /// When the condition became true.
+        since: SystemTime,
+    },
+    /// The condition held long enough; the alert is active.
+    Firing {
+        /// When the condition became true (the pending start, as Prometheus'
+        /// `activeAt`).
+        since: SystemTime,
+        /// The last evaluation at which the condition (or, with a clear
+        /// threshold, the stay condition) was true.
+        last_true: SystemTime,
+    },
+    /// The alert fired and has since resolved.
+    Resolved {
+        /// When it resolved.
+        at: SystemTime,
+    },
+}
+
+impl AlertState {
+    /// "inactive", "pending", "firing" or "resolved", as the `state` label.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AlertState::Inactive => "inactive",
+            AlertState::Pending { .. } => "pending",
+            AlertState::Firing { .. } => "firing",
+            AlertState::Resolved { .. } => "resolved",
+        }
+    }
+}
+
+/// One change of an alert's state, produced by an evaluation: what the
+/// notifiers and the outbox consume.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transition {
+    /// The alert.
+    pub key: AlertKey,
+    /// The state before.
+    pub from: AlertState,
+    /// The state after.
+    pub to: AlertState,
+    /// When (the evaluation's `now`).
+    pub at: SystemTime,
+    /// The condition's value at this evaluation, where it has one.
+    pub value: Option<f64>,
+    /// The alert's labels: `alertname`, `severity`, `instance` (host), `gpu`
+    /// and `uuid` for GPU alerts, then the rule's own labels.
+    pub labels: BTreeMap<String, String>,
+    /// The rendered annotations.
+    pub annotations: BTreeMap<String, String>,
+}

@@ -1,0 +1,138 @@
+//! Annotation templates: text with `{{ .value }}`, `{{ .gpu }}`,
+//! `{{ .uuid }}`, `{{ .name }}`, `{{ .host }}` and `{{ .threshold }}`.
+//! Placeholders are checked when the template is parsed.
+
+use std::fmt::Write as _;
+
+/// A value a template can show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placeholder {
+    /// The condition's value.
+    Value,
+    /// The GPU index.
+    Gpu,
+    /// The GPU UUID.
+    Uuid,
+    /// The GPU's product name.
+    Name,
+    /// The host name.
+    Host,
+    /// The rule's threshold.
+    Threshold,
+}
+
+const PLACEHOLDERS: &[(Placeholder, &str)] = &[
+    (Placeholder::Value, "value"),
+    (Placeholder::Gpu, "gpu"),
+    (Placeholder::Uuid, "uuid"),
+    (Placeholder::Name, "name"),
+    (Placeholder::Host, "host"),
+    (Placeholder::Threshold, "threshold"),
+];
+
+#[derive(Debug, Clone, PartialEq)]
+enum Part {
+    Text(String),
+    Field(Placeholder),
+}
+
+/// A parsed annotation template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    source: String,
+    parts: Vec<Part>,
+}
+
+/// What a template is rendered with; missing values render as "n/a".
+#[derive(Debug, Clone, Default)]
+pub struct Context<'a> {
+    /// The condition's value.
+    pub value: Option<f64>,
+    /// The GPU index.
+    pub gpu: Option<u32>,
+    /// The GPU UUID.
+    pub uuid: Option<&'a str>,
+    /// The GPU's product name.
+    pub name: Option<&'a str>,
+    /// The host name.
+    pub host: &'a str,
+    /// The rule's threshold.
+    pub threshold: Option<f64>,
+}
+
+impl Template {
+    /// Parses `source`; an unknown placeholder or an unclosed `{{` is an error.
+    pub fn parse(source: &str) -> Result<Template, String> {
+        let mut parts = Vec::new();
+        let mut rest = source;
+        while let Some(open) = rest.find("{{") {
+            if open > 0 {
+                parts.push(Part::Text(rest[..open].to_string()));
+            }
+            let after = &rest[open + 2..];
+            let Some(close) = after.find("}}") else {
+                return Err("\"{{\" is not closed by \"}}\"".to_string());
+            };
+            let inner = after[..close].trim();
+            let field = inner
+                .strip_prefix('.')
+                .and_then(|name| PLACEHOLDERS.iter().find(|(_, n)| *n == name))
+                .map(|(p, _)| *p)
+                .ok_or_else(|| {
+                    format!(
+                        "\"{{{{ {inner} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}} or {{{{ .threshold }}}}"
+                    )
+                })?;
+            parts.push(Part::Field(field));
+            rest = &after[close + 2..];
+        }
+        if !rest.is_empty() {
+            parts.push(Part::Text(rest.to_string()));
+        }
+        Ok(Template {
+            source: source.to_string(),
+            parts,
+        })
+    }
+
+    /// The template as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Renders the template.
+    pub fn render(&self, context: &Context<'_>) -> String {
+        let mut out = String::with_capacity(self.source.len() + 16);
+        for part in &self.parts {
+            match part {
+                Part::Text(text) => out.push_str(text),
+                Part::Field(field) => {
+                    let _ = match field {
+                        Placeholder::Value => write!(out, "{}", number(context.value)),
+                        Placeholder::Threshold => write!(out, "{}", number(context.threshold)),
+                        Placeholder::Gpu => match context.gpu {
+                            Some(i) => write!(out, "{i}"),
+                            None => write!(out, "n/a"),
+                        },
+                        Placeholder::Uuid => write!(out, "{}", context.uuid.unwrap_or("n/a")),
+                        Placeholder::Name => write!(out, "{}", context.name.unwrap_or("n/a")),
+                        Placeholder::Host => write!(out, "{}", context.host),
+                    };
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A number for people: integers without decimals, others with up to two.
+pub fn number(value: Option<f64>) -> String {
+    match value {
+        None => "n/a".to_string(),
+        Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{}", v as i64),
+        Some(v) => {
+            let text = format!("{v:.2}");
+            text.trim_end_matches('0').trim_end_matches('.').to_string()
+        }
+    }
+}
