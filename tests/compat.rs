@@ -127,6 +127,7 @@ fn dcgm_and_nvidia_smi_names_carry_the_scenario_in_their_units() {
     assert_eq!(dcgm("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", &gpu0), Some(0.0));
     assert_eq!(dcgm("DCGM_FI_DEV_ROW_REMAP_PENDING", &gpu0), Some(1.0));
     assert_eq!(dcgm("DCGM_FI_DEV_ROW_REMAP_FAILURE", &gpu0), Some(0.0));
+    assert_eq!(dcgm("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", &gpu0), Some(3.0));
     // Absent stays absent: no memory temperature or ECC on the RTX 3090,
     // nothing from the lost GPU 2.
     assert_eq!(dcgm("DCGM_FI_DEV_MEMORY_TEMP", &gpu1), None);
@@ -276,12 +277,16 @@ fn check_promtool(m: &Metrics) {
     // `modelName` label is camelCase. (Its counters would also draw
     // "counter metrics should have "_total" suffix"; here they are untyped.)
     let dcgm: Vec<&String> = m.types.keys().filter(|n| n.starts_with("DCGM_")).collect();
-    assert_eq!(dcgm.len(), 26, "DCGM families: {dcgm:?}");
+    assert_eq!(dcgm.len(), 27, "DCGM families: {dcgm:?}");
     for name in dcgm {
         expected.insert(format!(
             "{name} label names should be written in 'snake_case' not 'camelCase'"
         ));
     }
+    // dcgm-exporter's field name itself says "COUNTER".
+    expected.insert(
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER metric name should not include type 'counter'".to_string(),
+    );
     // nvidia_gpu_exporter exports these nvidia-smi fields as gauges too,
     // names included, so its output draws the same.
     for name in [

@@ -188,6 +188,10 @@ fn golden_metrics_match_promtool_and_the_readme() {
         Some(1.0)
     );
     assert_eq!(
+        metrics.value("gpuwatch_pcie_replay_errors_total", &gpu0),
+        Some(3.0)
+    );
+    assert_eq!(
         metrics.value("gpuwatch_xid_errors_total", &[("gpu", "0"), ("xid", "13")]),
         Some(1.0)
     );

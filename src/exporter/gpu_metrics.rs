@@ -88,6 +88,7 @@ families! {
     pcie_width: gauge("pcie_link_width", "Current PCIe link width in lanes.", None),
     pcie_max_gen: gauge("pcie_link_max_generation", "Maximum PCIe link generation.", None),
     pcie_max_width: gauge("pcie_link_max_width", "Maximum PCIe link width in lanes.", None),
+    pcie_replays: counter("pcie_replay_errors", "PCIe replays (link-level retransmissions) since the driver loaded.", None),
     ecc_enabled: gauge("ecc_enabled", "Whether ECC is enabled (1) or not (0).", None),
     ecc_errors: counter("ecc_errors", "ECC errors by type (corrected, uncorrected) and counter (volatile: since driver load; aggregate: lifetime).", None),
     retired: gauge("retired_pages", "Memory pages retired, by cause (single_bit, double_bit).", None),
@@ -222,6 +223,8 @@ impl<'a> Families<'a> {
             .push_some(id(), h.pcie_link_gen.map(f64::from));
         self.pcie_width
             .push_some(id(), h.pcie_link_width.map(f64::from));
+        self.pcie_replays
+            .push_some(id(), count(h.pcie_replay_errors));
         self.ecc_enabled.push_some(id(), bit(h.ecc_enabled));
         for (kind, counter, value) in [
             ("corrected", "volatile", h.ecc.corrected_volatile),

@@ -37,6 +37,7 @@ pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
 const MHZ: f64 = 1_000_000.0;
 const FIELD_MEMORY_TEMP: u32 = 82;
 const FIELD_TOTAL_ENERGY: u32 = 83;
+const FIELD_PCIE_REPLAY: u32 = 94;
 const FIELD_POWER_INSTANT: u32 = 186;
 const FIELD_ECC_SBE_VOL: u32 = 3;
 const FIELD_ECC_DBE_VOL: u32 = 4;
@@ -459,6 +460,8 @@ impl GpuDevice<'_> {
                 .map(|m| m.current == 1),
             ..SlowReadings::default()
         };
+        s.pcie_replay_errors =
+            self.field_values(FieldGroup::Pcie, &[FIELD_PCIE_REPLAY], tally)[0].map(|v| v as u64);
         if let Some(fans) = tally.call(dev, "nvmlDeviceGetNumFans", || d.num_fans()) {
             s.fan_speed_ratio = (0..fans)
                 .map(|fan| {

@@ -172,6 +172,8 @@ pub struct SlowReadings {
     pub pcie_link_gen: Option<u32>,
     /// Current PCIe link width (lanes).
     pub pcie_link_width: Option<u32>,
+    /// PCIe replays (link-level retransmissions) since the driver loaded.
+    pub pcie_replay_errors: Option<u64>,
     /// Whether ECC is enabled.
     pub ecc_enabled: Option<bool>,
     /// ECC error counters.

@@ -38,6 +38,7 @@ pub fn read(gpu: &GpuSim, id: u32, v13u1: bool, t: f64) -> Result<FieldValue, Un
     let violation = |bit| gpu.violation_ns(Violation::Reason(bit), t).map(Ull);
     match id {
         NVML_FI_DEV_MEMORY_TEMP => gpu.memory_temperature(t).map(Uint),
+        NVML_FI_DEV_PCIE_REPLAY_COUNTER => gpu.pcie_replays(t).map(Ull),
         NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION => gpu.energy_mj(t).map(Ull),
         NVML_FI_DEV_POWER_AVERAGE | NVML_FI_DEV_POWER_INSTANT => gpu.power_mw(t).map(Uint),
         NVML_FI_DEV_ECC_SBE_VOL_TOTAL | NVML_FI_DEV_ECC_SBE_AGG_TOTAL => {

@@ -501,7 +501,12 @@ impl GpuSim {
         Ok(v.clamp(0.0, 100.0).round() as u32)
     }
 
-    /// PCIe (current gen, current width, max gen, max width).
+    /// PCIe replay counter (link-level retransmissions since driver load).
+    pub fn pcie_replays(&self, t: f64) -> Result<u64, Unavailable> {
+        self.gated(Feature::Pcie, t, || self.spec().pcie_replays)
+    }
+
+    /// PCIe link: (current gen, current width, max gen, max width).
     pub fn pcie(&self, t: f64) -> Result<(u32, u32, u32, u32), Unavailable> {
         let s = self.spec();
         self.gated(Feature::Pcie, t, || {

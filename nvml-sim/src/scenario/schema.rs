@@ -120,6 +120,8 @@ pub struct GpuSpec {
     pub pcie_max_gen: u32,
     /// Maximum PCIe width.
     pub pcie_max_width: u32,
+    /// PCIe replay counter (retransmissions; a healthy link stays near 0).
+    pub pcie_replays: u64,
     /// Whether ECC is present and enabled.
     pub ecc: bool,
     /// Compute mode.
@@ -164,6 +166,7 @@ impl Default for GpuSpec {
             pcie_width: 16,
             pcie_max_gen: 5,
             pcie_max_width: 16,
+            pcie_replays: 0,
             ecc: true,
             compute_mode: ComputeModeSpec::Default,
             mig: Some(false),

@@ -92,6 +92,7 @@ dcgm_families! {
     throttle: gauge("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bitmask of DCGM_CLOCKS_THROTTLE_REASON_*)."),
     ecc_sbe_vol: counter("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors."),
     ecc_dbe_vol: counter("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors."),
+    pcie_replay: counter("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries."),
     ecc_sbe_agg: counter("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "Total number of single-bit persistent ECC errors."),
     ecc_dbe_agg: counter("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "Total number of double-bit persistent ECC errors."),
     retired_sbe: counter("DCGM_FI_DEV_RETIRED_SBE", "Total number of retired pages due to single-bit errors."),
@@ -155,6 +156,8 @@ impl<'a> Families<'a> {
             .push_some(id(), count(h.ecc.corrected_volatile));
         self.ecc_dbe_vol
             .push_some(id(), count(h.ecc.uncorrected_volatile));
+        self.pcie_replay
+            .push_some(id(), count(h.pcie_replay_errors));
         self.ecc_sbe_agg
             .push_some(id(), count(h.ecc.corrected_aggregate));
         self.ecc_dbe_agg
