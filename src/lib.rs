@@ -24,8 +24,12 @@
 //! - [`sim`]: finding the NVML simulator library and its scenarios, for
 //!   `--simulate`.
 //! - [`status`]: the `gpuwatch status` table.
+//! - [`alerting`]: the task that runs the [`rules`] on every snapshot,
+//!   persists their state and transitions, and feeds `gpuwatch_alerts` and
+//!   `/api/v1/alerts`.
 //! - [`app`]: the commands, as the binary runs them.
 
+pub mod alerting;
 pub mod app;
 pub mod config;
 pub mod exporter;

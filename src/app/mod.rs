@@ -61,6 +61,12 @@ pub struct RunOptions {
     pub no_history: bool,
 }
 
+/// Alerting as the running agent uses it.
+struct AlertsRun {
+    rules: Vec<crate::rules::Rule>,
+    snapshots: mpsc::Receiver<Arc<crate::gpu::Snapshot>>,
+}
+
 /// History as the running agent uses it.
 struct HistoryRun {
     store: Store,
@@ -206,9 +212,24 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
     } else {
         None
     };
+    let alerts = if config.rules.is_empty() {
+        None
+    } else {
+        let (sender, snapshots) = mpsc::channel(64);
+        sinks.push(SnapshotSink {
+            sender,
+            dropped: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        });
+        Some(AlertsRun {
+            rules: config.rules.clone(),
+            snapshots,
+        })
+    };
     let sampler =
         Sampler::start(settings, driver, sinks).context("cannot start the sampler thread")?;
-    let result = runtime.block_on(serve_until_signal(&config, &sampler, history, security));
+    let result = runtime.block_on(serve_until_signal(
+        &config, &sampler, history, alerts, security,
+    ));
     sampler.stop(Duration::from_secs(2));
     result
 }
@@ -240,6 +261,7 @@ async fn serve_until_signal(
     config: &Config,
     sampler: &Sampler,
     history: Option<HistoryRun>,
+    alerts: Option<AlertsRun>,
     security: WebSecurity,
 ) -> anyhow::Result<()> {
     let address = config.server.listen;
@@ -268,6 +290,23 @@ async fn serve_until_signal(
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut history_api = None;
     let mut history_task = None;
+    let mut alerts_rx = None;
+    let mut alerts_task = None;
+    if let Some(run) = alerts {
+        let store = history.as_ref().map(|h| h.store.clone());
+        let (state, publish, receiver) = crate::alerting::restore(store.as_ref()).await;
+        exporter = exporter.with(Box::new(crate::alerting::AlertsCollector(receiver.clone())));
+        alerts_rx = Some(receiver);
+        alerts_task = Some(tokio::spawn(crate::alerting::run(
+            run.rules,
+            state,
+            store,
+            run.snapshots,
+            sampler.snapshots(),
+            publish,
+            shutdown_rx.clone(),
+        )));
+    }
     if let Some(run) = history {
         exporter = exporter.with(Box::new(HistoryCollector(run.stats.clone())));
         history_api = Some(HistoryApi {
@@ -288,6 +327,7 @@ async fn serve_until_signal(
         stale_after,
         progress: sampler.progress(),
         history: history_api,
+        alerts: alerts_rx,
     });
     let dog = tokio::spawn(watchdog(
         sampler.progress(),
@@ -310,6 +350,9 @@ async fn serve_until_signal(
     let _ = shutdown_tx.send(true);
     let served = server.await.context("the HTTP server task failed")?;
     let _ = dog.await;
+    if let Some(task) = alerts_task {
+        let _ = task.await;
+    }
     if let Some(task) = history_task {
         // The writer commits what it holds, the open minute and hour too.
         let _ = task.await;

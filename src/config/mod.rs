@@ -31,6 +31,9 @@ pub struct Config {
     pub log: LogConfig,
     /// Local history.
     pub history: HistoryConfig,
+    /// The alert rules in effect: the built-in pack with the file's
+    /// `[[rules]]` changes, then the file's own rules.
+    pub rules: Vec<crate::rules::Rule>,
 }
 
 /// Local history settings.
@@ -222,6 +225,14 @@ impl Config {
         let sampler = raw.sampler.unwrap_or_default();
         let log = raw.log.unwrap_or_default();
         let history = v.history(raw.history.unwrap_or_default());
+        let rules = match crate::rules::rules_from_raw(raw.rules.unwrap_or_default(), file, source)
+        {
+            Ok(rules) => rules,
+            Err(problems) => {
+                v.problems.extend(problems);
+                Vec::new()
+            }
+        };
         let listen = v.address("server.listen", server.listen.as_ref(), DEFAULT_LISTEN);
         let max_connections = match &server.max_connections {
             Some(n) if *n.get_ref() == 0 => {
@@ -356,6 +367,7 @@ impl Config {
             },
             log: LogConfig { level, format },
             history,
+            rules,
         })
     }
 }

@@ -18,6 +18,8 @@ pub struct RawConfig {
     pub log: Option<RawLog>,
     /// `[history]`.
     pub history: Option<RawHistory>,
+    /// `[[rules]]`: tune or disable built-in alert rules, add your own.
+    pub rules: Option<Vec<crate::rules::RawRule>>,
 }
 
 /// `[server]`.

@@ -48,6 +48,8 @@ pub struct HttpState {
     pub progress: Arc<Progress>,
     /// The history database, when history is on.
     pub history: Option<HistoryApi>,
+    /// The alert rules' latest state, when alerting runs.
+    pub alerts: Option<crate::alerting::AlertsReceiver>,
 }
 
 /// What the history endpoints read.

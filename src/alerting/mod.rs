@@ -1,0 +1,118 @@
+//! The alerting task: evaluates the rules (see [`crate::rules`]) on every
+//! snapshot, and on a timer so a stalled sampler is noticed; persists the
+//! evaluation state with each transition in one SQLite transaction, so a
+//! restart neither loses nor repeats an alert; publishes the state for
+//! `gpuwatch_alerts` and `/api/v1/alerts`.
+//!
+//! Notifications (outbox, email, webhooks) are not built yet: transitions
+//! are logged and stored.
+
+mod metrics;
+mod store;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+
+use crate::gpu::Snapshot;
+use crate::history::Store;
+use crate::rules::{evaluate, AlertState, EvalState, Rule, Transition};
+use crate::sampler::SnapshotReceiver;
+
+pub use metrics::AlertsCollector;
+
+/// The latest evaluation state, for /metrics and the API.
+pub type AlertsReceiver = watch::Receiver<Arc<EvalState>>;
+
+/// How often the latest snapshot is evaluated again without a new one (a
+/// hung sampler publishes none).
+const RECHECK: Duration = Duration::from_secs(15);
+/// How often the state is saved when nothing transitioned (baselines move).
+const SAVE_EVERY: Duration = Duration::from_secs(60);
+
+/// Loads the saved state (or starts empty) and returns it with the
+/// receiver the HTTP side reads.
+pub async fn restore(
+    store: Option<&Store>,
+) -> (EvalState, watch::Sender<Arc<EvalState>>, AlertsReceiver) {
+    let state = match store {
+        Some(store) => match store::load(&store.pool).await {
+            Ok(state) => state.unwrap_or_default(),
+            Err(e) => {
+                warn!(error = %e, "Cannot read the saved alert state; starting without it (firing alerts may notify again).");
+                EvalState::default()
+            }
+        },
+        None => EvalState::default(),
+    };
+    let (tx, rx) = watch::channel(Arc::new(state.clone()));
+    (state, tx, rx)
+}
+
+/// Runs until the queue closes or `shutdown` turns true.
+pub async fn run(
+    rules: Vec<Rule>,
+    mut state: EvalState,
+    store: Option<Store>,
+    mut snapshots: mpsc::Receiver<Arc<Snapshot>>,
+    latest: SnapshotReceiver,
+    publish: watch::Sender<Arc<EvalState>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut recheck = tokio::time::interval(RECHECK);
+    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_save = std::time::Instant::now();
+    loop {
+        let snapshot = tokio::select! {
+            received = snapshots.recv() => match received {
+                Some(snapshot) => snapshot,
+                None => break,
+            },
+            _ = recheck.tick() => match latest.borrow().clone() {
+                Some(snapshot) => snapshot,
+                None => continue,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let (next, transitions) = evaluate(&rules, &snapshot, &state, SystemTime::now());
+        for t in &transitions {
+            log(t);
+        }
+        let changed = next != state;
+        state = next;
+        if changed {
+            publish.send_replace(Arc::new(state.clone()));
+        }
+        if let Some(store) = &store {
+            if !transitions.is_empty() || (changed && last_save.elapsed() >= SAVE_EVERY) {
+                match store::save(&store.pool, &state, &transitions).await {
+                    Ok(()) => last_save = std::time::Instant::now(),
+                    Err(e) => {
+                        warn!(error = %e, "Cannot save alert state to the history database; retrying with the next change.")
+                    }
+                }
+            }
+        }
+    }
+    if let Some(store) = &store {
+        if let Err(e) = store::save(&store.pool, &state, &[]).await {
+            warn!(error = %e, "Cannot save alert state at shutdown.");
+        }
+    }
+}
+
+fn log(t: &Transition) {
+    let value = t.value.map(|v| format!("{v}")).unwrap_or_default();
+    let summary = t.annotations.get("summary").cloned().unwrap_or_default();
+    match t.to {
+        AlertState::Firing { .. } => {
+            warn!(alert = %t.key, from = t.from.as_str(), value = %value, summary = %summary, "Alert firing.")
+        }
+        AlertState::Resolved { .. } => info!(alert = %t.key, value = %value, "Alert resolved."),
+        _ => {
+            info!(alert = %t.key, from = t.from.as_str(), to = t.to.as_str(), "Alert state changed.")
+        }
+    }
+}

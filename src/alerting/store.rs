@@ -1,0 +1,67 @@
+//! Saving and loading the rules engine's state and transitions.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sqlx::SqlitePool;
+
+use crate::rules::{EvalState, Target, Transition};
+
+fn ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The saved state, if any.
+pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
+    let text: Option<String> = sqlx::query_scalar("SELECT state FROM alert_state WHERE id = 1")
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| e.to_string())?;
+    text.map(|t| {
+        serde_json::from_str(&t).map_err(|e| format!("the saved alert state does not parse: {e}"))
+    })
+    .transpose()
+}
+
+/// Saves `state` and `transitions` in one transaction.
+pub async fn save(
+    pool: &SqlitePool,
+    state: &EvalState,
+    transitions: &[Transition],
+) -> Result<(), String> {
+    let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
+    let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
+    sqlx::query(
+        "INSERT INTO alert_state (id, state, updated_ms) VALUES (1, ?, ?) \
+         ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms",
+    )
+    .bind(&json)
+    .bind(ms(SystemTime::now()))
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| e.to_string())?;
+    for t in transitions {
+        let target = match &t.key.target {
+            Target::Gpu(uuid) => uuid.clone(),
+            Target::Node => "node".to_string(),
+        };
+        sqlx::query(
+            "INSERT INTO alert_transition (ts, alertname, target, from_state, to_state, severity, value, labels, annotations) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(ms(t.at))
+        .bind(&t.key.rule)
+        .bind(target)
+        .bind(t.from.as_str())
+        .bind(t.to.as_str())
+        .bind(t.labels.get("severity"))
+        .bind(t.value)
+        .bind(serde_json::to_string(&t.labels).map_err(|e| e.to_string())?)
+        .bind(serde_json::to_string(&t.annotations).map_err(|e| e.to_string())?)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    tx.commit().await.map_err(|e| e.to_string())
+}
