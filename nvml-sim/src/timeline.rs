@@ -303,7 +303,7 @@ impl Signal {
     }
 }
 
-/// What a random walk remembers: a checkpoint every [`WALK_CHECKPOINT`]
+/// What a random walk remembers: a checkpoint every `WALK_CHECKPOINT`
 /// steps (for going back in time) and the last step computed (so a clock
 /// that moves forward costs only the new steps).
 #[derive(Debug)]

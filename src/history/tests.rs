@@ -46,6 +46,41 @@ fn snapshot(at_s: u64, temp: f64) -> Arc<Snapshot> {
     })
 }
 
+/// A writer task on a store, fed through `tx`.
+struct Writer {
+    tx: tokio::sync::mpsc::Sender<Arc<Snapshot>>,
+    stats: Arc<HistoryStats>,
+    task: tokio::task::JoinHandle<()>,
+    _stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Writer {
+    fn start(store: &Store, capacity: usize) -> Writer {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let stats = Arc::new(HistoryStats::new(Arc::new(AtomicU64::new(0))));
+        let task = tokio::spawn(writer::run(
+            store.clone(),
+            rx,
+            settings(),
+            stats.clone(),
+            stop_rx,
+        ));
+        Writer {
+            tx,
+            stats,
+            task,
+            _stop: stop,
+        }
+    }
+
+    /// Closes the queue and waits for the final commit.
+    async fn finish(self) {
+        drop(self.tx);
+        self.task.await.expect("writer");
+    }
+}
+
 fn settings() -> WriterSettings {
     WriterSettings {
         batch_interval: Duration::from_millis(50),
@@ -74,16 +109,8 @@ async fn snapshots_become_samples_rollups_and_answers() {
     let store = Store::open_for_writing(&path, Durability::Normal)
         .await
         .expect("open");
-    let (tx, rx) = tokio::sync::mpsc::channel(1000);
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stats = Arc::new(HistoryStats::new(Arc::new(AtomicU64::new(0))));
-    let task = tokio::spawn(writer::run(
-        store.clone(),
-        rx,
-        settings(),
-        stats.clone(),
-        stop_rx,
-    ));
+    let writer = Writer::start(&store, 1000);
+    let (tx, stats) = (writer.tx.clone(), writer.stats.clone());
     // 3 hours at 1 Hz starting on an hour boundary, temperature = minute of the hour.
     let start = 1_700_002_800;
     for s in 0..3 * 3600 {
@@ -92,8 +119,7 @@ async fn snapshots_become_samples_rollups_and_answers() {
             .expect("send");
     }
     drop(tx);
-    let _ = stop_tx.send(false);
-    task.await.expect("writer");
+    writer.finish().await;
     assert_eq!(count(&store, "sample").await, 3 * 3600);
     assert_eq!(count(&store, "rollup_1m").await, 180);
     assert_eq!(count(&store, "rollup_1h").await, 3);
@@ -200,16 +226,8 @@ async fn a_full_disk_loses_nothing_and_writing_resumes() {
         pool: pool.clone(),
         path: path.clone(),
     };
-    let (tx, rx) = tokio::sync::mpsc::channel(10_000);
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stats = Arc::new(HistoryStats::new(Arc::new(AtomicU64::new(0))));
-    let task = tokio::spawn(writer::run(
-        store.clone(),
-        rx,
-        settings(),
-        stats.clone(),
-        stop_rx,
-    ));
+    let writer = Writer::start(&store, 10_000);
+    let (tx, stats) = (writer.tx.clone(), writer.stats.clone());
     let start = 1_700_000_000;
     for s in 0..600 {
         tx.send(snapshot(start + s, 50.0)).await.expect("send");
@@ -231,8 +249,7 @@ async fn a_full_disk_loses_nothing_and_writing_resumes() {
         tx.send(snapshot(start + s, 50.0)).await.expect("send");
     }
     drop(tx);
-    let _ = stop_tx.send(false);
-    task.await.expect("writer");
+    writer.finish().await;
     assert_eq!(
         count(&store, "sample").await,
         700,
@@ -370,16 +387,8 @@ async fn a_read_only_database_loses_nothing_and_writing_resumes() {
         pool: pool.clone(),
         path,
     };
-    let (tx, rx) = tokio::sync::mpsc::channel(1000);
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stats = Arc::new(HistoryStats::new(Arc::new(AtomicU64::new(0))));
-    let task = tokio::spawn(writer::run(
-        store.clone(),
-        rx,
-        settings(),
-        stats.clone(),
-        stop_rx,
-    ));
+    let writer = Writer::start(&store, 1000);
+    let (tx, stats) = (writer.tx.clone(), writer.stats.clone());
     for s in 0..50 {
         tx.send(snapshot(1_700_000_000 + s, 40.0))
             .await
@@ -399,8 +408,7 @@ async fn a_read_only_database_loses_nothing_and_writing_resumes() {
         .await
         .expect("writable");
     drop(tx);
-    let _ = stop_tx.send(false);
-    task.await.expect("writer");
+    writer.finish().await;
     assert_eq!(
         count(&store, "sample").await,
         50,
@@ -414,16 +422,8 @@ async fn the_size_cap_evicts_the_oldest_raw_samples_first() {
     let store = Store::open_for_writing(&dir.path().join("cap.db"), Durability::Normal)
         .await
         .expect("open");
-    let (tx, rx) = tokio::sync::mpsc::channel(100_000);
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stats = Arc::new(HistoryStats::new(Arc::new(AtomicU64::new(0))));
-    let task = tokio::spawn(writer::run(
-        store.clone(),
-        rx,
-        settings(),
-        stats.clone(),
-        stop_rx,
-    ));
+    let writer = Writer::start(&store, 100_000);
+    let tx = writer.tx.clone();
     // 6 hours of one GPU at 1 Hz.
     let start = 1_700_006_400;
     for s in 0..6 * 3600 {
@@ -432,8 +432,7 @@ async fn the_size_cap_evicts_the_oldest_raw_samples_first() {
             .expect("send");
     }
     drop(tx);
-    let _ = stop_tx.send(false);
-    task.await.expect("writer");
+    writer.finish().await;
     let before = store.size_bytes().await.expect("size");
     let oldest_before: i64 = sqlx::query_scalar("SELECT min(ts) FROM sample")
         .fetch_one(&store.pool)
