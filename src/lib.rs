@@ -27,6 +27,8 @@
 //! - [`alerting`]: the task that runs the [`rules`] on every snapshot,
 //!   persists their state and transitions, and feeds `gpuwatch_alerts` and
 //!   `/api/v1/alerts`.
+//! - [`notify`]: the notification outbox (written with each alert
+//!   transition) and a dispatcher per receiver (webhooks).
 //! - [`app`]: the commands, as the binary runs them.
 
 pub mod alerting;
@@ -36,6 +38,7 @@ pub mod exporter;
 pub mod gpu;
 pub mod history;
 pub mod http;
+pub mod notify;
 pub mod rules;
 pub mod sampler;
 pub mod sim;

@@ -4,8 +4,8 @@
 //! restart neither loses nor repeats an alert; publishes the state for
 //! `gpuwatch_alerts` and `/api/v1/alerts`.
 //!
-//! Notifications (outbox, email, webhooks) are not built yet: transitions
-//! are logged and stored.
+//! Each transition to firing or resolved also gets an outbox row per
+//! receiver in that transaction; [`crate::notify`] delivers them.
 
 mod metrics;
 mod store;
@@ -51,16 +51,31 @@ pub async fn restore(
     (state, tx, rx)
 }
 
+/// Where the alerting task keeps its state: the history database, and the
+/// receivers whose outbox rows each transition adds.
+#[derive(Debug, Clone)]
+pub struct Persist {
+    /// The history database.
+    pub store: Store,
+    /// The `[[receivers]]` names (empty: no notifications).
+    pub receivers: Vec<String>,
+}
+
 /// Runs until the queue closes or `shutdown` turns true.
 pub async fn run(
     rules: Vec<Rule>,
     mut state: EvalState,
-    store: Option<Store>,
+    persist: Option<Persist>,
     mut snapshots: mpsc::Receiver<Arc<Snapshot>>,
     latest: SnapshotReceiver,
     publish: watch::Sender<Arc<EvalState>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let receivers = persist
+        .as_ref()
+        .map(|p| p.receivers.clone())
+        .unwrap_or_default();
+    let store = persist.map(|p| p.store);
     let mut recheck = tokio::time::interval(RECHECK);
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_save = std::time::Instant::now();
@@ -87,7 +102,7 @@ pub async fn run(
         }
         if let Some(store) = &store {
             if !transitions.is_empty() || (changed && last_save.elapsed() >= SAVE_EVERY) {
-                match store::save(&store.pool, &state, &transitions).await {
+                match store::save(&store.pool, &state, &transitions, &receivers).await {
                     Ok(()) => last_save = std::time::Instant::now(),
                     Err(e) => {
                         warn!(error = %e, "Cannot save alert state to the history database; retrying with the next change.")
@@ -97,7 +112,7 @@ pub async fn run(
         }
     }
     if let Some(store) = &store {
-        if let Err(e) = store::save(&store.pool, &state, &[]).await {
+        if let Err(e) = store::save(&store.pool, &state, &[], &[]).await {
             warn!(error = %e, "Cannot save alert state at shutdown.");
         }
     }

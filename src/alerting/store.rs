@@ -24,11 +24,13 @@ pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
     .transpose()
 }
 
-/// Saves `state` and `transitions` in one transaction.
+/// Saves `state` and `transitions` in one transaction, with an outbox row
+/// per (transition to firing or resolved) x receiver in `receivers`.
 pub async fn save(
     pool: &SqlitePool,
     state: &EvalState,
     transitions: &[Transition],
+    receivers: &[String],
 ) -> Result<(), String> {
     let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
     let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
@@ -62,6 +64,20 @@ pub async fn save(
         .execute(&mut *tx)
         .await
         .map_err(|e| e.to_string())?;
+        let fingerprint = crate::notify::webhook::fingerprint(&t.labels);
+        for receiver in receivers {
+            if let Some(body) = crate::notify::webhook::payload(t, receiver, "") {
+                crate::notify::outbox::insert(
+                    &mut tx,
+                    receiver,
+                    &fingerprint,
+                    &body.to_string(),
+                    ms(SystemTime::now()),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            }
+        }
     }
     tx.commit().await.map_err(|e| e.to_string())
 }

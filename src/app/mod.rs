@@ -292,15 +292,41 @@ async fn serve_until_signal(
     let mut history_task = None;
     let mut alerts_rx = None;
     let mut alerts_task = None;
+    let mut dispatchers = Vec::new();
     if let Some(run) = alerts {
         let store = history.as_ref().map(|h| h.store.clone());
         let (state, publish, receiver) = crate::alerting::restore(store.as_ref()).await;
         exporter = exporter.with(Box::new(crate::alerting::AlertsCollector(receiver.clone())));
         alerts_rx = Some(receiver);
+        // The outbox lives in the history database: no history, no
+        // notifications.
+        let mut receivers = Vec::new();
+        match &store {
+            Some(store) if !config.receivers.is_empty() => {
+                let mut stats = Vec::new();
+                for receiver in &config.receivers {
+                    let s = Arc::new(crate::notify::ReceiverStats::new(&receiver.name));
+                    stats.push(s.clone());
+                    receivers.push(receiver.name.clone());
+                    dispatchers.push(tokio::spawn(crate::notify::run(
+                        receiver.clone(),
+                        store.pool.clone(),
+                        s,
+                        shutdown_rx.clone(),
+                    )));
+                }
+                info!(receivers = %receivers.join(", "), "Sending alert notifications.");
+                exporter = exporter.with(Box::new(crate::notify::NotifyCollector(stats)));
+            }
+            None if !config.receivers.is_empty() => {
+                warn!("[[receivers]] are configured but history is off: notifications need the history database (their outbox lives there), so none are sent.");
+            }
+            _ => {}
+        }
         alerts_task = Some(tokio::spawn(crate::alerting::run(
             run.rules,
             state,
-            store,
+            store.map(|store| crate::alerting::Persist { store, receivers }),
             run.snapshots,
             sampler.snapshots(),
             publish,
@@ -351,6 +377,9 @@ async fn serve_until_signal(
     let served = server.await.context("the HTTP server task failed")?;
     let _ = dog.await;
     if let Some(task) = alerts_task {
+        let _ = task.await;
+    }
+    for task in dispatchers {
         let _ = task.await;
     }
     if let Some(task) = history_task {

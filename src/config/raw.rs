@@ -20,6 +20,35 @@ pub struct RawConfig {
     pub history: Option<RawHistory>,
     /// `[[rules]]`: tune or disable built-in alert rules, add your own.
     pub rules: Option<Vec<crate::rules::RawRule>>,
+    /// `[[receivers]]`: where alert notifications go.
+    pub receivers: Option<Vec<RawReceiver>>,
+}
+
+/// One `[[receivers]]` entry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReceiver {
+    /// Its name.
+    pub name: Option<Spanned<String>>,
+    /// "webhook".
+    #[serde(rename = "type")]
+    pub kind: Option<Spanned<String>>,
+    /// Where to POST.
+    pub url: Option<Spanned<String>>,
+    /// Extra request headers.
+    pub headers: Option<Spanned<std::collections::BTreeMap<String, String>>>,
+    /// The bearer token itself.
+    pub bearer_token: Option<Spanned<String>>,
+    /// A file holding the bearer token.
+    pub bearer_token_file: Option<Spanned<PathBuf>>,
+    /// An environment variable holding the bearer token.
+    pub bearer_token_env: Option<Spanned<String>>,
+    /// Time limit of one request.
+    pub timeout: Option<Spanned<String>>,
+    /// First retry delay.
+    pub retry_min: Option<Spanned<String>>,
+    /// Longest retry delay.
+    pub retry_max: Option<Spanned<String>>,
 }
 
 /// `[server]`.
