@@ -1,0 +1,299 @@
+//! Notifications end to end: the agent on the faults scenario sends its
+//! alerts to a webhook server under the test's control, which answers as
+//! each test scripts it (5xx, 400, down, 200).
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::Agent;
+use gpuwatch::history::Store;
+
+const LONG: Duration = Duration::from_secs(30);
+const TOKEN: &str = "t0ken-never-logged";
+
+/// One request the webhook server saw.
+#[derive(Debug, Clone)]
+struct Seen {
+    body: serde_json::Value,
+    authorization: String,
+    answered: u16,
+}
+
+impl Seen {
+    fn key(&self) -> (String, String) {
+        (
+            self.body["alerts"][0]["fingerprint"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            self.body["status"].as_str().unwrap_or("").to_string(),
+        )
+    }
+
+    fn alertname(&self) -> &str {
+        self.body["alerts"][0]["labels"]["alertname"]
+            .as_str()
+            .unwrap_or("")
+    }
+}
+
+/// A webhook server: `policy(n)` is the status for the n-th (from 0)
+/// request with the same fingerprint and status.
+struct Hook {
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Hook {
+    fn start(listener: TcpListener, policy: fn(usize) -> u16) -> Hook {
+        let seen = Arc::new(Mutex::new(Vec::<Seen>::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                let mut length = 0usize;
+                let mut authorization = String::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        break;
+                    }
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':') {
+                        match name.to_ascii_lowercase().as_str() {
+                            "content-length" => length = value.trim().parse().unwrap_or(0),
+                            "authorization" => authorization = value.trim().to_string(),
+                            _ => {}
+                        }
+                    }
+                }
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).is_err() {
+                    continue;
+                }
+                let body: serde_json::Value =
+                    serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+                let mut seen = log.lock().expect("lock");
+                let mut entry = Seen {
+                    body,
+                    authorization,
+                    answered: 0,
+                };
+                let n = seen.iter().filter(|s| s.key() == entry.key()).count();
+                entry.answered = policy(n);
+                let answer = format!(
+                    "HTTP/1.1 {} Scripted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    entry.answered
+                );
+                seen.push(entry);
+                drop(seen);
+                let _ = stream.write_all(answer.as_bytes());
+            }
+        });
+        Hook { seen }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().expect("lock").clone()
+    }
+
+    /// Waits until a request for `alertname` firing was answered `status`.
+    fn wait_for(&self, alertname: &str, status: u16, timeout: Duration) -> Seen {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.seen().into_iter().find(|s| {
+                s.alertname() == alertname && s.body["status"] == "firing" && s.answered == status
+            }) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {alertname} notification answered {status}; seen: {:#?}",
+                self.seen()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// (fingerprint, status) -> how many requests were answered 2xx.
+    fn delivered(&self) -> HashMap<(String, String), usize> {
+        let mut counts = HashMap::new();
+        for s in self.seen() {
+            if (200..300).contains(&s.answered) {
+                *counts.entry(s.key()).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+}
+
+fn config(dir: &std::path::Path, port: u16) -> String {
+    let path = dir.join("gpuwatch.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[receivers]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"http://127.0.0.1:{port}/alerts\"\nbearer_token = \"{TOKEN}\"\ntimeout = \"2s\"\nretry_min = \"200ms\"\nretry_max = \"1s\"\n"
+        ),
+    )
+    .expect("config");
+    path.to_str().expect("utf-8").to_string()
+}
+
+/// Scenario time from 55 s, 5x: GPU 1 is lost with Xid 79 at 60 s.
+fn faults(config: &str, db: &str, start: &'static str) -> Agent {
+    Agent::start(
+        "faults",
+        &["--config", config, "--history-db", db],
+        &[("GPUWATCH_SIM_START", start), ("GPUWATCH_SIM_SPEED", "5")],
+    )
+}
+
+fn notifications(m: &common::Metrics, outcome: &str) -> f64 {
+    m.value(
+        "gpuwatch_notifications_total",
+        &[("receiver", "hook"), ("outcome", outcome)],
+    )
+    .unwrap_or(0.0)
+}
+
+fn assert_once(hook: &Hook) {
+    for (key, count) in hook.delivered() {
+        assert_eq!(count, 1, "{key:?} delivered {count} times");
+    }
+}
+
+#[test]
+fn gpu_lost_is_delivered_after_5xx_retries_exactly_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let hook = Hook::start(listener, |n| if n < 2 { 500 } else { 200 });
+    let config = config(dir.path(), port);
+    let db = dir.path().join("history.db");
+    let agent = faults(&config, db.to_str().expect("utf-8"), "55");
+
+    let lost = hook.wait_for("GpuLost", 200, LONG);
+    let body = &lost.body;
+    assert_eq!(body["version"], "4");
+    assert_eq!(body["receiver"], "hook");
+    assert_eq!(body["truncatedAlerts"], 0);
+    assert_eq!(body["groupLabels"]["alertname"], "GpuLost");
+    let alert = &body["alerts"][0];
+    assert_eq!(alert["status"], "firing");
+    assert_eq!(alert["labels"]["gpu"], "1");
+    assert_eq!(alert["labels"]["severity"], "critical");
+    assert_eq!(alert["endsAt"], "0001-01-01T00:00:00Z");
+    assert!(alert["startsAt"].as_str().is_some_and(|s| s.ends_with('Z')));
+    let fingerprint = alert["fingerprint"].as_str().expect("fingerprint");
+    assert!(
+        fingerprint.len() == 16 && fingerprint.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{fingerprint}"
+    );
+    assert_eq!(lost.authorization, format!("Bearer {TOKEN}"));
+    let attempts: Vec<u16> = hook
+        .seen()
+        .iter()
+        .filter(|s| s.key() == lost.key())
+        .map(|s| s.answered)
+        .collect();
+    assert_eq!(attempts, vec![500, 500, 200], "two 5xx, then delivered");
+
+    let m = agent.wait_for("the notification metrics", LONG, |m| {
+        notifications(m, "delivered") >= 1.0 && notifications(m, "retry") >= 2.0
+    });
+    assert!(m.has("gpuwatch_outbox_depth"));
+    assert!(m.has("gpuwatch_outbox_oldest_age_seconds"));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_once(&hook);
+    let log = agent.log();
+    assert!(!log.contains(TOKEN), "the token is never logged:\n{log}");
+    assert!(log.contains("will retry"), "{log}");
+}
+
+#[test]
+fn a_400_fails_for_good_and_is_not_retried() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let hook = Hook::start(listener, |_| 400);
+    let config = config(dir.path(), port);
+    let db = dir.path().join("history.db");
+    let agent = faults(&config, db.to_str().expect("utf-8"), "55");
+
+    let lost = hook.wait_for("GpuLost", 400, LONG);
+    agent.wait_for("a failed notification", LONG, |m| {
+        notifications(m, "failed") >= 1.0
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let seen = hook.seen();
+    assert_eq!(
+        seen.iter().filter(|s| s.key() == lost.key()).count(),
+        1,
+        "not retried: {seen:#?}"
+    );
+    let m = agent.metrics();
+    assert_eq!(notifications(&m, "retry"), 0.0);
+    assert_eq!(notifications(&m, "failed"), seen.len() as f64);
+    assert!(agent.log().contains("HTTP 400"), "{}", agent.log());
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let rows: Vec<(String, i64, Option<String>)> = runtime.block_on(async {
+        let store = Store::open_read_only(&db).await.expect("open");
+        sqlx::query_as("SELECT state, attempts, last_error FROM outbox WHERE fingerprint = ?")
+            .bind(lost.key().0)
+            .fetch_all(&store.pool)
+            .await
+            .expect("outbox")
+    });
+    assert_eq!(
+        rows,
+        vec![("failed".to_string(), 1, Some("HTTP 400".to_string()))]
+    );
+}
+
+#[test]
+fn a_kill_9_while_the_receiver_is_down_loses_and_repeats_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A port nobody listens on: connection refused.
+    let port = {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").port()
+    };
+    let config = config(dir.path(), port);
+    let db = dir.path().join("history.db");
+    let db_arg = db.to_str().expect("utf-8");
+    let agent = faults(&config, db_arg, "55");
+    agent.wait_for("undelivered notifications", LONG, |m| {
+        notifications(m, "retry") >= 1.0
+            && m.value("gpuwatch_outbox_depth", &[("receiver", "hook")])
+                .is_some_and(|d| d >= 1.0)
+    });
+    drop(agent); // kill -9
+
+    let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind the same port");
+    let hook = Hook::start(listener, |_| 200);
+    let agent = faults(&config, db_arg, "70");
+    hook.wait_for("GpuLost", 200, LONG);
+    agent.wait_for("an empty outbox", LONG, |m| {
+        m.value("gpuwatch_outbox_depth", &[("receiver", "hook")]) == Some(0.0)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_once(&hook);
+    let firing: Vec<_> = hook
+        .seen()
+        .into_iter()
+        .filter(|s| s.alertname() == "GpuLost")
+        .collect();
+    assert_eq!(firing.len(), 1, "{firing:#?}");
+}
