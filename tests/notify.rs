@@ -43,7 +43,8 @@ impl Seen {
 }
 
 /// A webhook server: `policy(n)` is the status for the n-th (from 0)
-/// request with the same fingerprint and status.
+/// request with the same fingerprint and status; 0 holds the connection
+/// for 5 s without answering.
 struct Hook {
     seen: Arc<Mutex<Vec<Seen>>>,
 }
@@ -93,8 +94,16 @@ impl Hook {
                     "HTTP/1.1 {} Scripted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
                     entry.answered
                 );
+                let hang = entry.answered == 0;
                 seen.push(entry);
                 drop(seen);
+                if hang {
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_secs(5));
+                        drop(stream);
+                    });
+                    continue;
+                }
                 let _ = stream.write_all(answer.as_bytes());
             }
         });
@@ -136,11 +145,15 @@ impl Hook {
 }
 
 fn config(dir: &std::path::Path, port: u16) -> String {
+    config_with(dir, port, "2s")
+}
+
+fn config_with(dir: &std::path::Path, port: u16, timeout: &str) -> String {
     let path = dir.join("gpuwatch.toml");
     std::fs::write(
         &path,
         format!(
-            "[[receivers]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"http://127.0.0.1:{port}/alerts\"\nbearer_token = \"{TOKEN}\"\ntimeout = \"2s\"\nretry_min = \"200ms\"\nretry_max = \"1s\"\n"
+            "[[receivers]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"http://127.0.0.1:{port}/alerts\"\nbearer_token = \"{TOKEN}\"\ntimeout = \"{timeout}\"\nretry_min = \"200ms\"\nretry_max = \"1s\"\n"
         ),
     )
     .expect("config");
@@ -296,4 +309,28 @@ fn a_kill_9_while_the_receiver_is_down_loses_and_repeats_nothing() {
         .filter(|s| s.alertname() == "GpuLost")
         .collect();
     assert_eq!(firing.len(), 1, "{firing:#?}");
+}
+
+#[test]
+fn a_receiver_that_does_not_answer_in_time_is_retried() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let hook = Hook::start(listener, |n| if n == 0 { 0 } else { 200 });
+    let config = config_with(dir.path(), port, "500ms");
+    let db = dir.path().join("history.db");
+    let agent = faults(&config, db.to_str().expect("utf-8"), "55");
+
+    let lost = hook.wait_for("GpuLost", 200, LONG);
+    let attempts: Vec<u16> = hook
+        .seen()
+        .iter()
+        .filter(|s| s.key() == lost.key())
+        .map(|s| s.answered)
+        .collect();
+    assert_eq!(attempts, vec![0, 200], "timed out once, then delivered");
+    let log = agent.log();
+    assert!(log.contains("no answer within 500ms"), "{log}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_once(&hook);
 }
