@@ -127,7 +127,7 @@ fn main() {
     let devices: Vec<_> = (0..gpus as u32)
         .map(|i| nvml.device_by_index(i).expect("device"))
         .collect();
-    let fields: Vec<FieldId> = [186, 83, 82, 74, 76, 251, 252, 253]
+    let fields: Vec<FieldId> = gpuwatch::gpu::nvml::FAST_FIELD_IDS
         .into_iter()
         .map(FieldId)
         .collect();

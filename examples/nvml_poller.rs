@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let devices = (0..nvml.device_count()?)
         .map(|i| nvml.device_by_index(i))
         .collect::<Result<Vec<_>, _>>()?;
-    let fields: Vec<FieldId> = [186, 83, 82, 74, 76, 251, 252, 253]
+    let fields: Vec<FieldId> = gpuwatch::gpu::nvml::FAST_FIELD_IDS
         .into_iter()
         .map(FieldId)
         .collect();

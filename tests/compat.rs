@@ -8,12 +8,10 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{fixture, promtool, run_cli, Agent, Metrics};
+use common::{fixture, run_cli, Agent, Metrics};
 
 const MIB: f64 = 1048576.0;
 const GPU0_UUID: &str = "GPU-a0000000-0000-4000-8000-000000000000";
@@ -244,25 +242,7 @@ fn dcgm_and_nvidia_smi_names_carry_the_scenario_in_their_units() {
 /// promtool's complaints, one line each, deduplicated (it repeats a
 /// complaint for every series).
 fn promtool_complaints(text: &str) -> BTreeSet<String> {
-    let mut child = Command::new(promtool())
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start promtool");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("feed promtool");
-    let output = child.wait_with_output().expect("promtool ran");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (_, said) = common::promtool_check_metrics(text);
     said.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())

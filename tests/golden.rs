@@ -7,11 +7,9 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{fixture, promtool, Agent, Metrics};
+use common::{fixture, Agent, Metrics};
 
 /// Families whose values change from run to run (time, CPU, counts of ticks).
 const VOLATILE: &[&str] = &[
@@ -82,27 +80,9 @@ fn golden_metrics_match_promtool_and_the_readme() {
     let metrics = scrape_golden();
 
     // 1. promtool, the real linter.
-    let mut child = Command::new(promtool())
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start promtool");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(metrics.text.as_bytes())
-        .expect("feed promtool");
-    let output = child.wait_with_output().expect("promtool ran");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (ok, said) = common::promtool_check_metrics(&metrics.text);
     assert!(
-        output.status.success() && said.trim().is_empty(),
+        ok && said.trim().is_empty(),
         "promtool check metrics complained:\n{said}\n{}",
         metrics.text
     );

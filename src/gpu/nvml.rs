@@ -25,7 +25,6 @@ use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, Nvml};
 use tracing::{debug, warn};
 
-use super::reasons::CLOCK_EVENT_REASONS;
 use super::snapshot::{
     EccCounters, FastReadings, FieldGroup, GpuIdentity, GpuProcess, MemoryReading, ProcessKind,
     SlowReadings, SystemInfo,
@@ -50,6 +49,31 @@ const FIELD_REMAPPED_COR: u32 = 142;
 const FIELD_REMAPPED_UNC: u32 = 143;
 const FIELD_REMAPPED_PENDING: u32 = 144;
 const FIELD_REMAPPED_FAILURE: u32 = 145;
+
+/// The reasons whose violation counters the fast tier reads, in the order
+/// of their ids in [`FAST_FIELD_IDS`] (a test checks them against
+/// [`CLOCK_EVENT_REASONS`]).
+const VIOLATION_REASONS: [&str; 5] = [
+    "sw_power_cap",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+];
+
+/// The one `nvmlDeviceGetFieldValues` batch of the fast tier (v12 ids):
+/// power, energy, memory temperature, then the violation counters of
+/// [`VIOLATION_REASONS`]. Public so benchmarks make exactly the same call.
+pub const FAST_FIELD_IDS: [u32; 8] = [
+    FIELD_POWER_INSTANT,
+    FIELD_TOTAL_ENERGY,
+    FIELD_MEMORY_TEMP,
+    74,
+    76,
+    251,
+    252,
+    253,
+];
 
 /// Why NVML could not be opened: the library did not load or `nvmlInit` failed.
 #[derive(Debug, thiserror::Error)]
@@ -298,13 +322,7 @@ impl GpuDevice<'_> {
     }
 
     fn read_fast_fields(&mut self, tally: &mut Tally, r: &mut FastReadings) {
-        let violation: Vec<(&'static str, u32)> = CLOCK_EVENT_REASONS
-            .iter()
-            .filter_map(|reason| reason.violation_field.map(|f| (reason.name, f)))
-            .collect();
-        let mut ids = vec![FIELD_POWER_INSTANT, FIELD_TOTAL_ENERGY, FIELD_MEMORY_TEMP];
-        ids.extend(violation.iter().map(|(_, f)| *f));
-        let values = self.field_values(FieldGroup::Power, &ids, tally);
+        let values = self.field_values(FieldGroup::Power, &FAST_FIELD_IDS, tally);
         let power_mw = values.first().copied().flatten();
         match power_mw {
             Some(mw) => r.power_watts = Some(mw / 1000.0),
@@ -312,7 +330,7 @@ impl GpuDevice<'_> {
         }
         r.energy_joules = values.get(1).copied().flatten().map(|mj| mj / 1000.0);
         r.temperature_memory_celsius = values.get(2).copied().flatten();
-        for (i, (name, _)) in violation.iter().enumerate() {
+        for (i, name) in VIOLATION_REASONS.iter().enumerate() {
             if let Some(ns) = values.get(3 + i).copied().flatten() {
                 r.clock_event_seconds.insert(name, ns / 1e9);
             }
@@ -735,5 +753,25 @@ fn describe(error: &NvmlError) -> String {
     match error {
         NvmlError::LibloadingError(inner) => format!("the library could not be loaded ({inner})"),
         other => format!("{other} ({})", error_name(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::reasons::CLOCK_EVENT_REASONS;
+
+    #[test]
+    fn the_fast_batch_reads_every_violation_counter_in_order() {
+        let expected: Vec<(&str, u32)> = CLOCK_EVENT_REASONS
+            .iter()
+            .filter_map(|r| r.violation_field.map(|f| (r.name, f)))
+            .collect();
+        let batch: Vec<(&str, u32)> = VIOLATION_REASONS
+            .iter()
+            .copied()
+            .zip(FAST_FIELD_IDS[3..].iter().copied())
+            .collect();
+        assert_eq!(batch, expected);
     }
 }

@@ -572,3 +572,29 @@ impl Drop for PrometheusServer {
         let _ = self.child.wait();
     }
 }
+
+/// Runs `promtool check metrics` on `text`: (exit status success, what it
+/// printed on stdout and stderr).
+pub fn promtool_check_metrics(text: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = Command::new(promtool())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start promtool");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("feed promtool");
+    let output = child.wait_with_output().expect("promtool ran");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), said)
+}
