@@ -120,7 +120,16 @@ impl Page {
     /// page's probe of /api/v1/silences is a 404, which chromium logs; that
     /// one entry is expected (the page then shows no silence links).
     fn no_console_errors(&self, agent: &Agent) {
-        let silences_absent = agent.get("/api/v1/silences").0 == 404;
+        self.no_console_errors_with(agent, &[]);
+    }
+
+    /// [`Page::no_console_errors`], asking the agent with these headers.
+    fn no_console_errors_with(&self, agent: &Agent, headers: &[(&str, &str)]) {
+        let silences_absent = agent
+            .get_with("/api/v1/silences", headers)
+            .expect("ask for /api/v1/silences")
+            .status
+            == 404;
         let bad: Vec<&Value> = self.json["console"]
             .as_array()
             .expect("console entries")
@@ -431,4 +440,34 @@ fn assets_are_embedded_gzipped_and_versioned() {
         "{}",
         agent.log()
     );
+}
+
+#[test]
+fn behind_basic_auth_the_page_and_its_requests_get_through() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let web = dir.path().join("web.yml");
+    let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
+    std::fs::write(&web, format!("basic_auth_users:\n  viewer: {hash}\n")).expect("web.yml");
+    let agent = Agent::start(
+        "demo",
+        &["--web-config", web.to_str().expect("UTF-8 path")],
+        &[("GPUWATCH_SIM_TIME", "120")],
+    );
+    assert_eq!(agent.get("/").0, 401, "the page asks for credentials");
+    assert_eq!(agent.get("/assets/app.js").0, 401, "its files too");
+    // Credentials in the URL: the browser sends them with the page, then
+    // from its auth cache with every asset and API request.
+    let url = agent.url.replace("http://", "http://viewer:s3cret@");
+    let page = visit(
+        &format!("{url}/#gpu=0&range=15m"),
+        "webui-basic-auth",
+        &["--chart-points", "1", "--timeout", "90"],
+    );
+    page.complete();
+    let auth = format!(
+        "Basic {}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "viewer:s3cret")
+    );
+    page.no_console_errors_with(&agent, &[("Authorization", &auth)]);
+    page.check(page.rows().len() == 4, "four GPU rows");
 }

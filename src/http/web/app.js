@@ -56,8 +56,13 @@
     return `${(s / 3600).toFixed(1)} h ago`;
   }
 
+  // Paths are resolved against the origin, not the page's URL: a page opened
+  // as http://user:password@host/ must not put the password in each request
+  // (fetch refuses such URLs); the browser sends its cached credentials.
+  const api = (path) => new URL(path, location.origin);
+
   async function getJSON(url) {
-    const response = await fetch(url, { headers: { Accept: 'application/json' } });
+    const response = await fetch(api(url), { headers: { Accept: 'application/json' } });
     if (!response.ok) throw new Error(`${url} answered ${response.status}`);
     return response.json();
   }
@@ -233,7 +238,7 @@
   // link to its silences; until then nothing is shown.
   async function probeSilences() {
     try {
-      view.silences = (await fetch('/api/v1/silences', { headers: { Accept: 'application/json' } })).ok;
+      view.silences = (await fetch(api('/api/v1/silences'), { headers: { Accept: 'application/json' } })).ok;
     } catch (error) {
       view.silences = false;
     }
