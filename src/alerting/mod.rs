@@ -22,6 +22,7 @@ use crate::rules::{evaluate, AlertState, EvalState, Rule, Transition};
 use crate::sampler::SnapshotReceiver;
 
 pub use metrics::AlertsCollector;
+pub use store::{transitions, StoredTransition};
 
 /// The latest evaluation state, for /metrics and the API.
 pub type AlertsReceiver = watch::Receiver<Arc<EvalState>>;

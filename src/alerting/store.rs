@@ -81,3 +81,64 @@ pub async fn save(
     }
     tx.commit().await.map_err(|e| e.to_string())
 }
+
+/// One stored alert transition, as `/api/v1/alerts/history` shows it.
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct StoredTransition {
+    /// When, Unix seconds.
+    pub t: f64,
+    /// The rule.
+    pub alertname: String,
+    /// The GPU's UUID, or "node".
+    pub target: String,
+    /// State before: inactive, pending, firing or resolved.
+    pub from: String,
+    /// State after.
+    pub to: String,
+    /// The severity label, if any.
+    pub severity: Option<String>,
+    /// The rule's value at the transition.
+    pub value: Option<f64>,
+    /// The alert's labels (gpu, uuid, severity, ...).
+    pub labels: serde_json::Value,
+    /// Its annotations (summary, ...).
+    pub annotations: serde_json::Value,
+}
+
+/// Transitions between `from_ms` and `to_ms`, newest first, at most `limit`:
+/// the recent alert history.
+pub async fn transitions(
+    pool: &SqlitePool,
+    from_ms: i64,
+    to_ms: i64,
+    limit: i64,
+) -> Result<Vec<StoredTransition>, sqlx::Error> {
+    use sqlx::Row;
+    let rows = sqlx::query(
+        "SELECT ts, alertname, target, from_state, to_state, severity, value, labels, annotations \
+         FROM alert_transition WHERE ts >= ? AND ts < ? ORDER BY ts DESC, id DESC LIMIT ?",
+    )
+    .bind(from_ms)
+    .bind(to_ms)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    // Labels and annotations were written by serde_json; a row that does not
+    // parse (edited by hand) shows them as null rather than failing the list.
+    let parse = |text: String| serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+    rows.iter()
+        .map(|row| {
+            Ok(StoredTransition {
+                t: row.try_get::<i64, _>("ts")? as f64 / 1000.0,
+                alertname: row.try_get("alertname")?,
+                target: row.try_get("target")?,
+                from: row.try_get("from_state")?,
+                to: row.try_get("to_state")?,
+                severity: row.try_get("severity")?,
+                value: row.try_get("value")?,
+                labels: parse(row.try_get("labels")?),
+                annotations: parse(row.try_get("annotations")?),
+            })
+        })
+        .collect()
+}

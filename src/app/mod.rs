@@ -275,7 +275,8 @@ async fn serve_until_signal(
     } else {
         format!("{scheme}://{bound}")
     };
-    info!(address = %bound, "Serving {shown}/metrics (landing page at {shown}/).");
+    info!(address = %bound, "Serving {shown}/metrics");
+    info!("Web view: open {shown}/ in a browser (live GPUs, history charts, alerts).");
     if security.tls.is_some() || security.auth.is_some() {
         info!(
             web_config = %security.file.display(),

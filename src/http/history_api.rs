@@ -153,3 +153,30 @@ pub async fn events(state: &HttpState, query: Option<&str>) -> HttpResponse {
         Err(e) => failed(e),
     }
 }
+
+/// `GET /api/v1/alerts/history?from=-1d&to=now&limit=200`: stored alert
+/// transitions, newest first.
+pub async fn alert_history(state: &HttpState, query: Option<&str>) -> HttpResponse {
+    let Some(api) = &state.history else {
+        return disabled();
+    };
+    let p = params(query);
+    let now = now_ms();
+    let from = match parse_time(p.get("from").map_or("-1d", String::as_str), now) {
+        Ok(t) => t,
+        Err(message) => return bad("from", &message),
+    };
+    let to = match parse_time(p.get("to").map_or("now", String::as_str), now) {
+        Ok(t) => t,
+        Err(message) => return bad("to", &message),
+    };
+    let limit = match p.get("limit").map(|l| l.parse::<i64>()) {
+        None => 200,
+        Some(Ok(l)) if (1..=10_000).contains(&l) => l,
+        Some(_) => return bad("limit", "must be a number from 1 to 10000"),
+    };
+    match crate::alerting::transitions(&api.store.pool, from, to, limit).await {
+        Ok(list) => json_response(StatusCode::OK, &json!({ "transitions": list })),
+        Err(e) => failed(QueryError::Sql(e)),
+    }
+}
