@@ -9,10 +9,13 @@
 //! failed, kept with the reason. Delivery is at least once, each message
 //! carrying the alert's stable fingerprint as its dedup key.
 //!
-//! Receivers built: the generic webhook (Alertmanager webhook v4 body).
+//! Receivers built: the generic webhook (Alertmanager webhook v4 body) and
+//! Alertmanager push (its v2 API, with periodic re-sends while firing).
 
+pub mod alertmanager;
 mod backoff;
 mod dispatcher;
+pub mod http;
 pub mod outbox;
 pub mod webhook;
 
@@ -28,8 +31,10 @@ use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::exporter::families::{unit, Family};
 
+pub use alertmanager::AlertmanagerConfig;
 pub use backoff::{random_unit, Backoff};
 pub use dispatcher::run;
+pub use http::Auth;
 
 /// What one attempt to send came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +106,9 @@ pub struct ReceiverConfig {
 pub enum ReceiverKind {
     /// `type = "webhook"`: POSTs the v4 JSON as it is.
     Webhook(WebhookConfig),
+    /// `type = "alertmanager"`: pushes postable alerts to Alertmanager's
+    /// API, and re-sends the firing ones periodically.
+    Alertmanager(AlertmanagerConfig),
 }
 
 impl ReceiverKind {
@@ -108,6 +116,7 @@ impl ReceiverKind {
     pub fn type_name(&self) -> &'static str {
         match self {
             ReceiverKind::Webhook(_) => "webhook",
+            ReceiverKind::Alertmanager(_) => "alertmanager",
         }
     }
 
@@ -116,6 +125,7 @@ impl ReceiverKind {
     pub fn send(&self, payload: &str) -> Outcome {
         match self {
             ReceiverKind::Webhook(config) => webhook::send(config, payload),
+            ReceiverKind::Alertmanager(config) => alertmanager::send(config, payload),
         }
     }
 }
