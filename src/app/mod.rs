@@ -330,6 +330,13 @@ async fn serve_until_signal(
             }
             _ => {}
         }
+        if let Some(store) = &store {
+            dispatchers.push(tokio::spawn(crate::notify::cleanup::run(
+                store.pool.clone(),
+                receivers.clone(),
+                shutdown_rx.clone(),
+            )));
+        }
         alerts_task = Some(tokio::spawn(crate::alerting::run(
             run.rules,
             state,

@@ -14,6 +14,7 @@
 
 pub mod alertmanager;
 mod backoff;
+pub mod cleanup;
 mod dispatcher;
 pub mod http;
 pub mod outbox;
