@@ -4,7 +4,8 @@
 //! shows in Alertmanager's API with its labels and annotations and resolves;
 //! an Alertmanager that is killed (its alerts live in memory) gets the
 //! firing alert again from the periodic re-send, also from an agent that was
-//! itself killed and restarted.
+//! itself killed and restarted; a refusal (400) fails for good with
+//! Alertmanager's reason, an outage retries.
 
 mod common;
 
@@ -207,4 +208,42 @@ fn a_restarted_alertmanager_gets_the_firing_alert_again_from_the_resend() {
             .any(|l| l.contains("Alert firing.") && l.contains("GpuHot")),
         "no new firing transition:\n{log}"
     );
+}
+
+#[test]
+fn a_refusal_fails_for_good_with_alertmanagers_reason_and_an_outage_retries() {
+    use gpuwatch::notify::{alertmanager, AlertmanagerConfig, Auth, Outcome, Secret};
+    let mut am = Alertmanager::start();
+    let config = AlertmanagerConfig {
+        url: am.url.clone(),
+        headers: Default::default(),
+        auth: Some(Auth::Basic {
+            username: "gpuwatch".into(),
+            password: Secret::new(PASSWORD.into()),
+        }),
+        timeout: Duration::from_secs(2),
+        resend_interval: Duration::from_secs(60),
+        external_url: EXTERNAL.into(),
+    };
+    let ok = r#"[{"labels":{"alertname":"Direct","gpu":"0"},"startsAt":"2026-01-01T00:00:00Z","endsAt":"2099-01-01T00:00:00Z"}]"#;
+    assert_eq!(alertmanager::post(&config, ok), Outcome::Delivered);
+    assert_eq!(am.named("Direct").len(), 1);
+
+    let backwards = r#"[{"labels":{"alertname":"Direct"},"startsAt":"2026-01-02T00:00:00Z","endsAt":"2026-01-01T00:00:00Z"}]"#;
+    match alertmanager::post(&config, backwards) {
+        Outcome::Permanent(why) => {
+            assert!(
+                why.starts_with("HTTP 400") && why.contains("start time must be before end time"),
+                "{why}"
+            );
+            assert!(!why.contains(PASSWORD));
+        }
+        other => panic!("a 400 is permanent: {other:?}"),
+    }
+
+    am.kill();
+    match alertmanager::post(&config, ok) {
+        Outcome::Retry(why) => assert!(!why.contains(PASSWORD), "{why}"),
+        other => panic!("an outage retries: {other:?}"),
+    }
 }

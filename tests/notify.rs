@@ -204,6 +204,14 @@ fn gpu_lost_is_delivered_after_5xx_retries_exactly_once() {
     assert_eq!(alert["labels"]["gpu"], "1");
     assert_eq!(alert["labels"]["severity"], "critical");
     assert_eq!(alert["endsAt"], "0001-01-01T00:00:00Z");
+    // No server.external_url: http://HOSTNAME:PORT/ of the agent.
+    let external = body["externalURL"].as_str().expect("externalURL");
+    let port = agent.url.rsplit(':').next().expect("port");
+    assert!(
+        external.starts_with("http://") && external.ends_with(&format!(":{port}/")),
+        "{external}"
+    );
+    assert_eq!(alert["generatorURL"], format!("{external}api/v1/alerts"));
     assert!(alert["startsAt"].as_str().is_some_and(|s| s.ends_with('Z')));
     let fingerprint = alert["fingerprint"].as_str().expect("fingerprint");
     assert!(
