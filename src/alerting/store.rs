@@ -25,12 +25,14 @@ pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
 }
 
 /// Saves `state` and `transitions` in one transaction, with an outbox row
-/// per (transition to firing or resolved) x receiver in `receivers`.
+/// per (transition to firing or resolved) x receiver in `receivers`, whose
+/// links point at `external_url`.
 pub async fn save(
     pool: &SqlitePool,
     state: &EvalState,
     transitions: &[Transition],
     receivers: &[String],
+    external_url: &str,
 ) -> Result<(), String> {
     let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
     let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
@@ -66,7 +68,7 @@ pub async fn save(
         .map_err(|e| e.to_string())?;
         let fingerprint = crate::notify::webhook::fingerprint(&t.labels);
         for receiver in receivers {
-            if let Some(body) = crate::notify::webhook::payload(t, receiver, "") {
+            if let Some(body) = crate::notify::webhook::payload(t, receiver, external_url) {
                 crate::notify::outbox::insert(
                     &mut tx,
                     receiver,
