@@ -295,6 +295,10 @@ async fn serve_until_signal(
     let mut dispatchers = Vec::new();
     if let Some(run) = alerts {
         let store = history.as_ref().map(|h| h.store.clone());
+        let retention = history
+            .as_ref()
+            .map(|h| h.settings.retention)
+            .unwrap_or_default();
         let (state, publish, receiver) = crate::alerting::restore(store.as_ref()).await;
         exporter = exporter.with(Box::new(crate::alerting::AlertsCollector(receiver.clone())));
         alerts_rx = Some(receiver);
@@ -326,7 +330,11 @@ async fn serve_until_signal(
         alerts_task = Some(tokio::spawn(crate::alerting::run(
             run.rules,
             state,
-            store.map(|store| crate::alerting::Persist { store, receivers }),
+            store.map(|store| crate::alerting::Persist {
+                store,
+                receivers,
+                retention,
+            }),
             run.snapshots,
             sampler.snapshots(),
             publish,

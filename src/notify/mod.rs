@@ -9,10 +9,15 @@
 //! failed, kept with the reason. Delivery is at least once, each message
 //! carrying the alert's stable fingerprint as its dedup key.
 //!
-//! Receivers built: the generic webhook (Alertmanager webhook v4 body).
+//! Receivers built: the generic webhook (Alertmanager webhook v4 body) and
+//! email ([`email`]). Every outbox row holds the same neutral message, the
+//! v4 JSON with extra [`details`] (value, threshold, GPU name, the
+//! reading's recent history) that each receiver renders from.
 
 mod backoff;
+pub mod details;
 mod dispatcher;
+pub mod email;
 pub mod outbox;
 pub mod webhook;
 
