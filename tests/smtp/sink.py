@@ -62,7 +62,8 @@ class Sink:
                 os.replace(name + ".tmp", name)
             record = {
                 "number": number,
-                "tls": session.ssl is not None,
+                "tls": session.ssl is not None
+                or server.transport.get_extra_info("ssl_object") is not None,
                 "auth": session.authenticated,
                 "mail_from": envelope.mail_from,
                 "rcpt_tos": envelope.rcpt_tos,
@@ -107,7 +108,7 @@ def main():
                 and data.login.decode() == user
                 and data.password.decode() == password
             )
-            return AuthResult(success=ok)
+            return AuthResult(success=ok, handled=False)
 
         kwargs["authenticator"] = authenticator
         kwargs["auth_required"] = True

@@ -127,12 +127,12 @@ pub fn classify(e: &lettre::transport::smtp::Error, config: &EmailConfig) -> Out
         Outcome::Permanent(starttls_missing(&host))
     } else if e.is_client() {
         Outcome::Permanent(format!("cannot send through {host}: {detail}"))
-    } else if e.is_timeout() {
+    } else if e.is_timeout() || timed_out(e) {
         Outcome::Retry(format!(
             "the SMTP server {host} did not answer within {}",
             humantime::format_duration(config.timeout)
         ))
-    } else if e.is_tls() {
+    } else if e.is_tls() || tls_failed(e) {
         Outcome::Retry(format!(
             "TLS with the SMTP server {host} failed: {detail} (if its certificate comes from a \
              private CA, give that CA as ca_file)"
@@ -140,6 +140,46 @@ pub fn classify(e: &lettre::transport::smtp::Error, config: &EmailConfig) -> Out
     } else {
         Outcome::Retry(format!("cannot talk to the SMTP server {host}: {detail}"))
     }
+}
+
+/// Whether the TLS handshake failed behind `e` (an untrusted certificate
+/// surfaces as an I/O error wrapping the rustls error).
+fn tls_failed(e: &lettre::transport::smtp::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<tokio_rustls::rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(inner) = s
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            if inner
+                .downcast_ref::<tokio_rustls::rustls::Error>()
+                .is_some()
+            {
+                return true;
+            }
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// Whether an I/O error behind `e` is a read or write timeout (a socket
+/// timeout reads as `WouldBlock` on Linux, which lettre does not count).
+fn timed_out(e: &lettre::transport::smtp::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            );
+        }
+        source = s.source();
+    }
+    false
 }
 
 #[cfg(test)]
