@@ -87,10 +87,13 @@ fn webhook_receivers_are_read_and_checked() {
     let config = Config::parse(source, "ok.toml").expect("valid");
     let r = &config.receivers[0];
     assert_eq!(r.name, "ops");
-    assert_eq!(r.webhook.timeout, Duration::from_secs(3));
-    assert_eq!(r.webhook.headers["X-Team"], "gpu");
+    let crate::notify::ReceiverKind::Webhook(hook) = &r.kind else {
+        panic!("a webhook: {r:?}");
+    };
+    assert_eq!(hook.timeout, Duration::from_secs(3));
+    assert_eq!(hook.headers["X-Team"], "gpu");
     assert_eq!(
-        r.webhook.bearer_token.as_ref().map(|t| t.expose()),
+        hook.bearer_token.as_ref().map(|t| t.expose()),
         Some("s3cret")
     );
     assert!(
@@ -98,17 +101,17 @@ fn webhook_receivers_are_read_and_checked() {
         "the token is never shown"
     );
 
-    let bad = "[[receivers]]\nname = \"ops\"\ntype = \"email\"\nurl = \"ftp://x\"\nbearer_token = \"a\"\nbearer_token_env = \"GPUWATCH_TEST_NO_SUCH_VARIABLE\"\n\n[[receivers]]\nname = \"ops\"\ntype = \"webhook\"\nurl = \"http://x\"\nretry_min = \"10s\"\nretry_max = \"1s\"\n";
+    let bad = "[[receivers]]\nname = \"ops\"\ntype = \"webhook\"\nurl = \"ftp://x\"\nbearer_token = \"a\"\nbearer_token_env = \"GPUWATCH_TEST_NO_SUCH_VARIABLE\"\n\n[[receivers]]\nname = \"ops\"\ntype = \"webhook\"\nurl = \"http://x\"\nretry_min = \"10s\"\nretry_max = \"1s\"\n\n[[receivers]]\nname = \"pager\"\ntype = \"pager\"\n";
     let Err(ConfigError::Invalid(problems)) = Config::parse(bad, "bad.toml") else {
         panic!("expected problems");
     };
     let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
     for field in [
-        "receivers[0].type",
         "receivers[0].url",
         "receivers[0].bearer_token_env",
         "receivers[1].name",
         "receivers[1].retry_max",
+        "receivers[2].type",
     ] {
         assert!(
             text.iter()

@@ -9,7 +9,7 @@ use sqlx::SqlitePool;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::{now_ms, outbox, random_unit, webhook, Outcome, ReceiverConfig, ReceiverStats};
+use super::{now_ms, outbox, random_unit, Outcome, ReceiverConfig, ReceiverKind, ReceiverStats};
 
 /// How often the outbox is looked at when nothing is due (new rows are
 /// noticed within this).
@@ -22,12 +22,12 @@ pub async fn run(
     stats: Arc<ReceiverStats>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let config = Arc::new(receiver.webhook.clone());
+    let kind = Arc::new(receiver.kind.clone());
     loop {
         if *shutdown.borrow() {
             break;
         }
-        let wait = match step(&receiver, &config, &pool, &stats, &mut shutdown).await {
+        let wait = match step(&receiver, &kind, &pool, &stats, &mut shutdown).await {
             Ok(wait) => wait,
             Err(e) => {
                 warn!(receiver = %receiver.name, error = %e, "Cannot read or update the notification outbox; trying again shortly.");
@@ -48,7 +48,7 @@ pub async fn run(
 /// next look.
 async fn step(
     receiver: &ReceiverConfig,
-    config: &Arc<super::WebhookConfig>,
+    kind: &Arc<ReceiverKind>,
     pool: &SqlitePool,
     stats: &ReceiverStats,
     shutdown: &mut watch::Receiver<bool>,
@@ -63,8 +63,8 @@ async fn step(
         return Ok(Duration::from_millis((row.due_ms - now) as u64).min(POLL));
     }
     let body = row.payload.clone();
-    let sending = config.clone();
-    let sent = tokio::task::spawn_blocking(move || webhook::send(&sending, &body));
+    let sending = kind.clone();
+    let sent = tokio::task::spawn_blocking(move || sending.send(&body));
     // At shutdown the row stays, and goes out again after the restart.
     let outcome = tokio::select! {
         done = sent => done.unwrap_or_else(|e| Outcome::Retry(format!("the sending thread failed: {e}"))),

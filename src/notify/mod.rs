@@ -88,10 +88,41 @@ pub struct WebhookConfig {
 pub struct ReceiverConfig {
     /// Its name (outbox rows and metrics carry it).
     pub name: String,
-    /// How to reach it.
-    pub webhook: WebhookConfig,
+    /// What kind of receiver it is, with that kind's settings.
+    pub kind: ReceiverKind,
     /// Retry delays.
     pub backoff: Backoff,
+}
+
+/// The kinds of receiver, each with its settings.
+///
+/// Every outbox row holds the same neutral message (the Alertmanager
+/// webhook v4 JSON of [`webhook::payload`]); each kind renders what it sends
+/// from it. Adding a kind means a module with a blocking
+/// `send(&Config, payload_json) -> Outcome`, a variant here and its arm in
+/// [`ReceiverKind::send`] (plus its `[[receivers]]` validation in
+/// `crate::config`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReceiverKind {
+    /// `type = "webhook"`: POSTs the v4 JSON as it is.
+    Webhook(WebhookConfig),
+}
+
+impl ReceiverKind {
+    /// The `type` as written in the config ("webhook", ...), for logs.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ReceiverKind::Webhook(_) => "webhook",
+        }
+    }
+
+    /// Sends one outbox message (`payload`: the v4 JSON) and says what
+    /// became of it. Blocking: the dispatcher runs it on a blocking thread.
+    pub fn send(&self, payload: &str) -> Outcome {
+        match self {
+            ReceiverKind::Webhook(config) => webhook::send(config, payload),
+        }
+    }
 }
 
 /// One receiver's counts, for the metrics.
