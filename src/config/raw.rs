@@ -49,6 +49,26 @@ pub struct RawReceiver {
     pub retry_min: Option<Spanned<String>>,
     /// Longest retry delay.
     pub retry_max: Option<Spanned<String>>,
+    /// Email: the SMTP server, "host:port".
+    pub smarthost: Option<Spanned<String>>,
+    /// Email: the sender address.
+    pub from: Option<Spanned<String>>,
+    /// Email: the recipients.
+    pub to: Option<Spanned<Vec<String>>>,
+    /// Email: "starttls", "implicit" or "none".
+    pub tls: Option<Spanned<String>>,
+    /// Email: SMTP AUTH user name.
+    pub username: Option<Spanned<String>>,
+    /// Email: the SMTP password itself.
+    pub password: Option<Spanned<String>>,
+    /// Email: a file holding the SMTP password.
+    pub password_file: Option<Spanned<PathBuf>>,
+    /// Email: an environment variable holding the SMTP password.
+    pub password_env: Option<Spanned<String>>,
+    /// Email: an extra trusted CA (PEM).
+    pub ca_file: Option<Spanned<PathBuf>>,
+    /// Email: the EHLO name.
+    pub hello_name: Option<Spanned<String>>,
 }
 
 /// `[server]`.

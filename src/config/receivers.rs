@@ -15,7 +15,7 @@ use super::raw::RawReceiver;
 use super::Validator;
 
 /// The receiver types `type` accepts, for error messages.
-const TYPES: &str = "\"webhook\"";
+const TYPES: &str = "\"webhook\" or \"email\"";
 
 impl Validator<'_> {
     /// Validates every `[[receivers]]` entry; only entries without problems
@@ -28,8 +28,12 @@ impl Validator<'_> {
             let before = self.problems.len();
             let name = self.receiver_name(&at, &r, &mut names);
             let kind = match r.kind.as_ref().map(|k| (k.get_ref().as_str(), k.span())) {
-                Some(("webhook", _)) => self.webhook(&at, &r).map(ReceiverKind::Webhook),
-                Some((kind @ ("email" | "alertmanager"), span)) => {
+                Some(("webhook", _)) => {
+                    self.unused_fields(&at, "webhook", &super::email::email_fields(&r));
+                    self.webhook(&at, &r).map(ReceiverKind::Webhook)
+                }
+                Some(("email", _)) => self.email(&at, &r).map(ReceiverKind::Email),
+                Some((kind @ "alertmanager", span)) => {
                     self.problem(
                         &format!("{at}.type"),
                         Some(span),

@@ -106,6 +106,8 @@ pub struct ReceiverConfig {
 pub enum ReceiverKind {
     /// `type = "webhook"`: POSTs the v4 JSON as it is.
     Webhook(WebhookConfig),
+    /// `type = "email"`: one email per message through an SMTP smarthost.
+    Email(email::EmailConfig),
 }
 
 impl ReceiverKind {
@@ -113,6 +115,7 @@ impl ReceiverKind {
     pub fn type_name(&self) -> &'static str {
         match self {
             ReceiverKind::Webhook(_) => "webhook",
+            ReceiverKind::Email(_) => "email",
         }
     }
 
@@ -121,6 +124,7 @@ impl ReceiverKind {
     pub fn send(&self, payload: &str) -> Outcome {
         match self {
             ReceiverKind::Webhook(config) => webhook::send(config, payload),
+            ReceiverKind::Email(config) => email::deliver(config, payload),
         }
     }
 }
