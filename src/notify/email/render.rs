@@ -134,7 +134,7 @@ impl<'a> Alert<'a> {
             rows.push(("Host", self.host.to_string()));
         }
         if let Some(gpu) = self.gpu {
-            let mut g = format!("{gpu}");
+            let mut g = gpu.to_string();
             if let Some(name) = &d.gpu_name {
                 let _ = write!(g, " {name}");
             }
@@ -377,7 +377,7 @@ fn svg(h: &HistorySummary, limit: Option<f64>, colour: &str) -> String {
         lo = lo.min(l);
         hi = hi.max(l);
     }
-    let span = if hi - lo < f64::EPSILON { 1.0 } else { hi - lo };
+    let span = if (hi - lo).abs() < f64::EPSILON { 1.0 } else { hi - lo };
     let n = h.points.len().max(2) as f64 - 1.0;
     let y = |v: f64| H - 4.0 - (v - lo) / span * (H - 8.0);
     let mut paths = Vec::new();
