@@ -572,6 +572,24 @@ fn each_server_behaviour_gives_its_outcome() {
     }
     assert_eq!(deliver(&flaky_config, &payload), Outcome::Delivered);
 
+    // No reply within the timeout: retried, saying so.
+    let slow = Sink::start(
+        &dir.path().join("slow"),
+        free_port(),
+        Options {
+            hang_first: 1,
+            ..Options::default()
+        },
+    );
+    let mut slow_config = config(slow.port, TlsMode::None, None);
+    slow_config.timeout = Duration::from_secs(1);
+    match deliver(&slow_config, &payload) {
+        Outcome::Retry(why) => assert!(why.contains("did not answer within 1s"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(deliver(&slow_config, &payload), Outcome::Delivered);
+    assert_eq!(slow.mails().len(), 1);
+
     // Nobody listening: retried.
     let mut down = Sink::start(&dir.path().join("down"), free_port(), Options::default());
     down.stop();

@@ -91,6 +91,8 @@ pub struct Options {
     pub fail_first: usize,
     /// E.g. "451 4.3.0 later".
     pub fail_reply: Option<String>,
+    /// Hold the first N messages for 30 s without a reply.
+    pub hang_first: usize,
 }
 
 /// One DATA attempt the sink saw.
@@ -235,6 +237,9 @@ impl Sink {
                         .as_deref()
                         .unwrap_or("451 4.3.0 Try again later"),
                 );
+        }
+        if o.hang_first > 0 {
+            command.arg("--hang-first").arg(o.hang_first.to_string());
         }
         let mut child = command
             .stdout(Stdio::piped())

@@ -4,20 +4,23 @@ Run it with /usr/bin/python3 (Debian's packages belong to that one):
 
     sink.py --dir DIR --port PORT [--starttls CERT KEY | --implicit-tls CERT KEY]
             [--auth USER:PASSWORD] [--reject "550 5.7.1 why"]
-            [--fail-first N --fail-reply "451 4.3.0 why"]
+            [--fail-first N --fail-reply "451 4.3.0 why"] [--hang-first N]
 
 Every DATA command is recorded as DIR/attempts.jsonl (one JSON line:
 number, whether the session was encrypted, envelope sender and recipients,
 the reply given); every accepted message is stored as DIR/NNNN.eml, written
 to a temporary name and renamed, so a reader never sees half a file.
 Replies: --reject answers every message with that reply; --fail-first
-answers the first N messages with --fail-reply, then accepts. Prints
+answers the first N messages with --fail-reply, then accepts;
+--hang-first holds the first N messages for 30 s without a reply (then
+answers 451), for client timeouts. Prints
 "READY <port>" once it listens and runs until it gets SIGTERM or SIGINT;
 stop and start it again on the same --dir and --port to simulate an outage
 (the message numbers go on from the files already there).
 """
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -30,8 +33,9 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 
 
 class Sink:
-    def __init__(self, directory, reject, fail_first, fail_reply):
+    def __init__(self, directory, reject, fail_first, fail_reply, hang_first):
         self.directory = directory
+        self.hang_first = hang_first
         self.reject = reject
         self.fail_first = fail_first
         self.fail_reply = fail_reply
@@ -49,7 +53,9 @@ class Sink:
         with self.lock:
             self.attempts += 1
             number = self.attempts
-            if self.reject:
+            if number <= self.hang_first:
+                reply = "hang"
+            elif self.reject:
                 reply = self.reject
             elif number <= self.fail_first:
                 reply = self.fail_reply
@@ -71,6 +77,9 @@ class Sink:
             }
             with open(os.path.join(self.directory, "attempts.jsonl"), "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
+        if reply == "hang":
+            await asyncio.sleep(30)
+            return "451 4.4.2 Held too long"
         return reply
 
 
@@ -90,6 +99,7 @@ def main():
     p.add_argument("--reject")
     p.add_argument("--fail-first", type=int, default=0)
     p.add_argument("--fail-reply", default="451 4.3.0 Try again later")
+    p.add_argument("--hang-first", type=int, default=0)
     a = p.parse_args()
     os.makedirs(a.dir, exist_ok=True)
 
@@ -115,7 +125,7 @@ def main():
     else:
         kwargs["auth_require_tls"] = False
 
-    handler = Sink(a.dir, a.reject, a.fail_first, a.fail_reply)
+    handler = Sink(a.dir, a.reject, a.fail_first, a.fail_reply, a.hang_first)
     controller = Controller(handler, hostname="127.0.0.1", port=a.port, **kwargs)
     controller.start()
     print("READY %d" % a.port, flush=True)
