@@ -377,7 +377,11 @@ fn svg(h: &HistorySummary, limit: Option<f64>, colour: &str) -> String {
         lo = lo.min(l);
         hi = hi.max(l);
     }
-    let span = if (hi - lo).abs() < f64::EPSILON { 1.0 } else { hi - lo };
+    let span = if (hi - lo).abs() < f64::EPSILON {
+        1.0
+    } else {
+        hi - lo
+    };
     let n = h.points.len().max(2) as f64 - 1.0;
     let y = |v: f64| H - 4.0 - (v - lo) / span * (H - 8.0);
     let mut paths = Vec::new();
