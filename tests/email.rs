@@ -216,6 +216,10 @@ fn thermal_incident_sends_one_firing_email_over_starttls_with_the_history() {
         "(slowdown threshold 88 °C)".to_string(),
         "GPU temperature, last 30 min".to_string(),
         format!("Fingerprint: {fingerprint}"),
+        // Links to the agent (server.external_url, by default its host and
+        // port).
+        format!("/api/v1/history?gpu={uuid}&metric=temperature&from=-1h"),
+        "/api/v1/alerts".to_string(),
     ] {
         assert!(
             text.contains(&needle),

@@ -52,6 +52,16 @@ pub async fn restore(
     (state, tx, rx)
 }
 
+/// The alerts of the state saved in the database (pending, firing and
+/// recently resolved): what the Alertmanager receiver re-sends from, so
+/// that its re-sends survive a restart and agree with the outbox.
+pub async fn saved_alerts(pool: &sqlx::SqlitePool) -> Result<Vec<crate::rules::Alert>, String> {
+    Ok(store::load(pool)
+        .await?
+        .map(|state| state.alerts.into_values().collect())
+        .unwrap_or_default())
+}
+
 /// Where the alerting task keeps its state: the history database, and the
 /// receivers whose outbox rows each transition adds.
 #[derive(Debug, Clone)]
@@ -62,6 +72,8 @@ pub struct Persist {
     pub receivers: Vec<String>,
     /// History retention (which tier the notifications' history comes from).
     pub retention: Retention,
+    /// The agent's external URL, for the messages' links.
+    pub external_url: String,
 }
 
 /// Runs until the queue closes or `shutdown` turns true.
@@ -79,6 +91,10 @@ pub async fn run(
         .map(|p| p.receivers.clone())
         .unwrap_or_default();
     let retention = persist.as_ref().map(|p| p.retention).unwrap_or_default();
+    let external_url = persist
+        .as_ref()
+        .map(|p| p.external_url.clone())
+        .unwrap_or_default();
     let store = persist.map(|p| p.store);
     let mut recheck = tokio::time::interval(RECHECK);
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -111,7 +127,16 @@ pub async fn run(
                 } else {
                     gather(&store.pool, retention, &rules, &snapshot, &transitions).await
                 };
-                match store::save(&store.pool, &state, &transitions, &details, &receivers).await {
+                match store::save(
+                    &store.pool,
+                    &state,
+                    &transitions,
+                    &details,
+                    &receivers,
+                    &external_url,
+                )
+                .await
+                {
                     Ok(()) => last_save = std::time::Instant::now(),
                     Err(e) => {
                         warn!(error = %e, "Cannot save alert state to the history database; retrying with the next change.")
@@ -121,7 +146,7 @@ pub async fn run(
         }
     }
     if let Some(store) = &store {
-        if let Err(e) = store::save(&store.pool, &state, &[], &[], &[]).await {
+        if let Err(e) = store::save(&store.pool, &state, &[], &[], &[], "").await {
             warn!(error = %e, "Cannot save alert state at shutdown.");
         }
     }

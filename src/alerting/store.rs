@@ -26,14 +26,16 @@ pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
 }
 
 /// Saves `state` and `transitions` in one transaction, with an outbox row
-/// per (transition to firing or resolved) x receiver in `receivers`.
-/// `details[i]`, where given, goes into transition i's messages.
+/// per (transition to firing or resolved) x receiver in `receivers`, whose
+/// links point at `external_url`. `details[i]`, where given, goes into
+/// transition i's messages.
 pub async fn save(
     pool: &SqlitePool,
     state: &EvalState,
     transitions: &[Transition],
     details: &[Details],
     receivers: &[String],
+    external_url: &str,
 ) -> Result<(), String> {
     let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
     let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
@@ -69,9 +71,7 @@ pub async fn save(
         .map_err(|e| e.to_string())?;
         let fingerprint = crate::notify::webhook::fingerprint(&t.labels);
         for receiver in receivers {
-            // HOOK(server.external_url): the agent's external URL goes here
-            // (payload's externalURL; the email receiver renders links from it).
-            if let Some(mut body) = crate::notify::webhook::payload(t, receiver, "") {
+            if let Some(mut body) = crate::notify::webhook::payload(t, receiver, external_url) {
                 if let Some(details) = details.get(i) {
                     crate::notify::details::attach(&mut body, details);
                 }

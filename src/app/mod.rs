@@ -276,6 +276,9 @@ async fn serve_until_signal(
         format!("{scheme}://{bound}")
     };
     info!(address = %bound, "Serving {shown}/metrics (landing page at {shown}/).");
+    let external_url = config
+        .server
+        .external_url_or(scheme, &hostname(config), bound.port());
     if security.tls.is_some() || security.auth.is_some() {
         info!(
             web_config = %security.file.display(),
@@ -309,11 +312,15 @@ async fn serve_until_signal(
             Some(store) if !config.receivers.is_empty() => {
                 let mut stats = Vec::new();
                 for receiver in &config.receivers {
+                    let mut receiver = receiver.clone();
+                    if let crate::notify::ReceiverKind::Alertmanager(am) = &mut receiver.kind {
+                        am.external_url = external_url.clone();
+                    }
                     let s = Arc::new(crate::notify::ReceiverStats::new(&receiver.name));
                     stats.push(s.clone());
                     receivers.push(receiver.name.clone());
                     dispatchers.push(tokio::spawn(crate::notify::run(
-                        receiver.clone(),
+                        receiver,
                         store.pool.clone(),
                         s,
                         shutdown_rx.clone(),
@@ -327,6 +334,13 @@ async fn serve_until_signal(
             }
             _ => {}
         }
+        if let Some(store) = &store {
+            dispatchers.push(tokio::spawn(crate::notify::cleanup::run(
+                store.pool.clone(),
+                receivers.clone(),
+                shutdown_rx.clone(),
+            )));
+        }
         alerts_task = Some(tokio::spawn(crate::alerting::run(
             run.rules,
             state,
@@ -334,6 +348,7 @@ async fn serve_until_signal(
                 store,
                 receivers,
                 retention,
+                external_url: external_url.clone(),
             }),
             run.snapshots,
             sampler.snapshots(),

@@ -13,17 +13,14 @@ use super::raw::RawReceiver;
 use super::Validator;
 
 /// The email-only fields of a receiver, with their spans, for reporting
-/// them on receivers of other kinds.
+/// them on receivers of other kinds (`username` and the password are
+/// shared with Alertmanager's basic auth).
 pub(super) fn email_fields(r: &RawReceiver) -> Vec<(&'static str, Option<Range<usize>>)> {
     vec![
         ("smarthost", r.smarthost.as_ref().map(Spanned::span)),
         ("from", r.from.as_ref().map(Spanned::span)),
         ("to", r.to.as_ref().map(Spanned::span)),
         ("tls", r.tls.as_ref().map(Spanned::span)),
-        ("username", r.username.as_ref().map(Spanned::span)),
-        ("password", r.password.as_ref().map(Spanned::span)),
-        ("password_file", r.password_file.as_ref().map(Spanned::span)),
-        ("password_env", r.password_env.as_ref().map(Spanned::span)),
         ("ca_file", r.ca_file.as_ref().map(Spanned::span)),
         ("hello_name", r.hello_name.as_ref().map(Spanned::span)),
     ]
@@ -65,6 +62,10 @@ impl Validator<'_> {
                 (
                     "bearer_token_env",
                     r.bearer_token_env.as_ref().map(Spanned::span),
+                ),
+                (
+                    "resend_interval",
+                    r.resend_interval.as_ref().map(Spanned::span),
                 ),
             ],
         );

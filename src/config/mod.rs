@@ -74,6 +74,20 @@ pub struct ServerConfig {
     pub web_config: Option<PathBuf>,
     /// Other exporters' metric families exported as well (`--metrics-compat`).
     pub metrics_compat: Vec<MetricsCompat>,
+    /// The URL people reach the agent at, ending in `/` (notifications
+    /// link to it); `None` for `http(s)://HOSTNAME:PORT/`, see
+    /// [`ServerConfig::external_url_or`].
+    pub external_url: Option<String>,
+}
+
+impl ServerConfig {
+    /// The external URL: the configured one, or `SCHEME://HOSTNAME:PORT/`
+    /// for the port the agent listens on.
+    pub fn external_url_or(&self, scheme: &str, hostname: &str, port: u16) -> String {
+        self.external_url
+            .clone()
+            .unwrap_or_else(|| format!("{scheme}://{hostname}:{port}/"))
+    }
 }
 
 /// Sampling settings.
@@ -258,6 +272,21 @@ impl Config {
             "10s",
             Duration::from_millis(100),
         );
+        let external_url = server.external_url.as_ref().and_then(|u| {
+            if receivers::is_http_url(u.get_ref()) {
+                Some(format!("{}/", u.get_ref().trim_end_matches('/')))
+            } else {
+                v.problem(
+                    "server.external_url",
+                    Some(u.span()),
+                    &format!(
+                        "\"{}\" is not an http:// or https:// URL; write it like \"https://gpu-node-1.example.com:9842/\"",
+                        u.get_ref()
+                    ),
+                );
+                None
+            }
+        });
         let mut metrics_compat = Vec::new();
         for name in server.metrics_compat.iter().flatten() {
             match MetricsCompat::parse(name.get_ref()) {
@@ -361,6 +390,7 @@ impl Config {
                 request_timeout,
                 web_config: server.web_config,
                 metrics_compat,
+                external_url,
             },
             sampler: SamplerConfig {
                 interval,

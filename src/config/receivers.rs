@@ -9,13 +9,15 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use crate::notify::{Backoff, ReceiverConfig, ReceiverKind, Secret, WebhookConfig};
+use crate::notify::{
+    AlertmanagerConfig, Auth, Backoff, ReceiverConfig, ReceiverKind, Secret, WebhookConfig,
+};
 
 use super::raw::RawReceiver;
 use super::Validator;
 
 /// The receiver types `type` accepts, for error messages.
-const TYPES: &str = "\"webhook\" or \"email\"";
+const TYPES: &str = "\"webhook\", \"alertmanager\" or \"email\"";
 
 impl Validator<'_> {
     /// Validates every `[[receivers]]` entry; only entries without problems
@@ -32,15 +34,11 @@ impl Validator<'_> {
                     self.unused_fields(&at, "webhook", &super::email::email_fields(&r));
                     self.webhook(&at, &r).map(ReceiverKind::Webhook)
                 }
-                Some(("email", _)) => self.email(&at, &r).map(ReceiverKind::Email),
-                Some((kind @ "alertmanager", span)) => {
-                    self.problem(
-                        &format!("{at}.type"),
-                        Some(span),
-                        &format!("\"{kind}\" receivers are not built yet; use {TYPES}"),
-                    );
-                    None
+                Some(("alertmanager", _)) => {
+                    self.unused_fields(&at, "alertmanager", &super::email::email_fields(&r));
+                    self.alertmanager(&at, &r).map(ReceiverKind::Alertmanager)
                 }
+                Some(("email", _)) => self.email(&at, &r).map(ReceiverKind::Email),
                 Some((other, span)) => {
                     self.problem(
                         &format!("{at}.type"),
@@ -125,6 +123,20 @@ impl Validator<'_> {
 
     /// `type = "webhook"`.
     fn webhook(&mut self, at: &str, r: &RawReceiver) -> Option<WebhookConfig> {
+        self.unused_fields(
+            at,
+            "webhook",
+            &[
+                ("username", r.username.as_ref().map(Spanned::span)),
+                ("password", r.password.as_ref().map(Spanned::span)),
+                ("password_file", r.password_file.as_ref().map(Spanned::span)),
+                ("password_env", r.password_env.as_ref().map(Spanned::span)),
+                (
+                    "resend_interval",
+                    r.resend_interval.as_ref().map(Spanned::span),
+                ),
+            ],
+        );
         let url = self.http_url(&format!("{at}.url"), r.url.as_ref());
         let headers = self.headers(at, r);
         let bearer_token = self.secret(
@@ -147,6 +159,103 @@ impl Validator<'_> {
             bearer_token,
             timeout,
         })
+    }
+
+    /// `type = "alertmanager"`. `external_url` is left empty: the agent
+    /// fills it in at start, once it knows its address.
+    fn alertmanager(&mut self, at: &str, r: &RawReceiver) -> Option<AlertmanagerConfig> {
+        let field = format!("{at}.url");
+        let url = self.http_url(&field, r.url.as_ref());
+        if let (Some(u), Some(raw)) = (&url, &r.url) {
+            if u.trim_end_matches('/').ends_with("/api/v2/alerts") {
+                self.problem(
+                    &field,
+                    Some(raw.span()),
+                    "give Alertmanager's base URL (like \"http://alertmanager:9093\"); the agent adds /api/v2/alerts",
+                );
+            }
+        }
+        let headers = self.headers(at, r);
+        let auth = self.http_auth(at, r);
+        let timeout = self.duration(
+            &format!("{at}.timeout"),
+            r.timeout.as_ref(),
+            "10s",
+            Duration::from_millis(100),
+        );
+        let resend_interval = self.duration(
+            &format!("{at}.resend_interval"),
+            r.resend_interval.as_ref(),
+            "1m",
+            Duration::from_secs(1),
+        );
+        Some(AlertmanagerConfig {
+            url: url?.trim_end_matches('/').to_string(),
+            headers,
+            auth,
+            timeout,
+            resend_interval,
+            external_url: String::new(),
+        })
+    }
+
+    /// Basic auth (`username` with `password`, `password_file` or
+    /// `password_env`) or a bearer token (`bearer_token`, `_file`, `_env`),
+    /// not both.
+    fn http_auth(&mut self, at: &str, r: &RawReceiver) -> Option<Auth> {
+        let bearer = self.secret(
+            at,
+            "bearer_token",
+            "bearer token",
+            r.bearer_token.as_ref(),
+            r.bearer_token_file.as_ref(),
+            r.bearer_token_env.as_ref(),
+        );
+        let password = self.secret(
+            at,
+            "password",
+            "password",
+            r.password.as_ref(),
+            r.password_file.as_ref(),
+            r.password_env.as_ref(),
+        );
+        let password_span = r
+            .password
+            .as_ref()
+            .map(Spanned::span)
+            .or_else(|| r.password_file.as_ref().map(Spanned::span))
+            .or_else(|| r.password_env.as_ref().map(Spanned::span));
+        match (&r.username, password_span, bearer) {
+            (Some(user), Some(_), Some(_)) => {
+                self.problem(
+                    &format!("{at}.username"),
+                    Some(user.span()),
+                    "give basic auth (username and password) or a bearer token, not both",
+                );
+                None
+            }
+            (Some(user), Some(_), None) => password.map(|password| Auth::Basic {
+                username: user.get_ref().clone(),
+                password,
+            }),
+            (Some(user), None, _) => {
+                self.problem(
+                    &format!("{at}.username"),
+                    Some(user.span()),
+                    "basic auth needs a password too: add password, password_file or password_env",
+                );
+                None
+            }
+            (None, Some(span), _) => {
+                self.problem(
+                    &format!("{at}.username"),
+                    Some(span),
+                    "a password needs a username (basic auth); add username",
+                );
+                None
+            }
+            (None, None, bearer) => bearer.map(Auth::Bearer),
+        }
     }
 
     /// A required http:// or https:// URL.
@@ -263,7 +372,6 @@ impl Validator<'_> {
 
     /// Reports each field given that the receiver's kind does not use, so a
     /// setting is never silently ignored.
-    #[allow(dead_code)] // for the kinds that do not take every field
     pub(super) fn unused_fields(
         &mut self,
         at: &str,

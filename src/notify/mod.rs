@@ -10,14 +10,18 @@
 //! carrying the alert's stable fingerprint as its dedup key.
 //!
 //! Receivers built: the generic webhook (Alertmanager webhook v4 body) and
+//! Alertmanager push (its v2 API, with periodic re-sends while firing) and
 //! email ([`email`]). Every outbox row holds the same neutral message, the
 //! v4 JSON with extra [`details`] (value, threshold, GPU name, the
 //! reading's recent history) that each receiver renders from.
 
+pub mod alertmanager;
 mod backoff;
+pub mod cleanup;
 pub mod details;
 mod dispatcher;
 pub mod email;
+pub mod http;
 pub mod outbox;
 pub mod webhook;
 
@@ -33,8 +37,10 @@ use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::exporter::families::{unit, Family};
 
+pub use alertmanager::AlertmanagerConfig;
 pub use backoff::{random_unit, Backoff};
 pub use dispatcher::run;
+pub use http::Auth;
 
 /// What one attempt to send came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +112,9 @@ pub struct ReceiverConfig {
 pub enum ReceiverKind {
     /// `type = "webhook"`: POSTs the v4 JSON as it is.
     Webhook(WebhookConfig),
+    /// `type = "alertmanager"`: pushes postable alerts to Alertmanager's
+    /// API, and re-sends the firing ones periodically.
+    Alertmanager(AlertmanagerConfig),
     /// `type = "email"`: one email per message through an SMTP smarthost.
     Email(email::EmailConfig),
 }
@@ -115,6 +124,7 @@ impl ReceiverKind {
     pub fn type_name(&self) -> &'static str {
         match self {
             ReceiverKind::Webhook(_) => "webhook",
+            ReceiverKind::Alertmanager(_) => "alertmanager",
             ReceiverKind::Email(_) => "email",
         }
     }
@@ -124,6 +134,7 @@ impl ReceiverKind {
     pub fn send(&self, payload: &str) -> Outcome {
         match self {
             ReceiverKind::Webhook(config) => webhook::send(config, payload),
+            ReceiverKind::Alertmanager(config) => alertmanager::send(config, payload),
             ReceiverKind::Email(config) => email::deliver(config, payload),
         }
     }
