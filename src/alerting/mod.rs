@@ -17,7 +17,8 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::gpu::Snapshot;
-use crate::history::Store;
+use crate::history::{Retention, Store};
+use crate::notify::details;
 use crate::rules::{evaluate, AlertState, EvalState, Rule, Transition};
 use crate::sampler::SnapshotReceiver;
 
@@ -70,6 +71,8 @@ pub struct Persist {
     pub store: Store,
     /// The `[[receivers]]` names (empty: no notifications).
     pub receivers: Vec<String>,
+    /// History retention (which tier the notifications' history comes from).
+    pub retention: Retention,
     /// The agent's external URL, for the messages' links.
     pub external_url: String,
 }
@@ -88,6 +91,7 @@ pub async fn run(
         .as_ref()
         .map(|p| p.receivers.clone())
         .unwrap_or_default();
+    let retention = persist.as_ref().map(|p| p.retention).unwrap_or_default();
     let external_url = persist
         .as_ref()
         .map(|p| p.external_url.clone())
@@ -119,8 +123,20 @@ pub async fn run(
         }
         if let Some(store) = &store {
             if !transitions.is_empty() || (changed && last_save.elapsed() >= SAVE_EVERY) {
-                match store::save(&store.pool, &state, &transitions, &receivers, &external_url)
-                    .await
+                let details = if receivers.is_empty() {
+                    Vec::new()
+                } else {
+                    gather(&store.pool, retention, &rules, &snapshot, &transitions).await
+                };
+                match store::save(
+                    &store.pool,
+                    &state,
+                    &transitions,
+                    &details,
+                    &receivers,
+                    &external_url,
+                )
+                .await
                 {
                     Ok(()) => last_save = std::time::Instant::now(),
                     Err(e) => {
@@ -131,10 +147,35 @@ pub async fn run(
         }
     }
     if let Some(store) = &store {
-        if let Err(e) = store::save(&store.pool, &state, &[], &[], "").await {
+        if let Err(e) = store::save(&store.pool, &state, &[], &[], &[], "").await {
             warn!(error = %e, "Cannot save alert state at shutdown.");
         }
     }
+}
+
+/// What the notifications of `transitions` say beyond labels and
+/// annotations (value, threshold, GPU name, the reading's recent history),
+/// one per transition; only notified transitions get a history query.
+async fn gather(
+    pool: &sqlx::SqlitePool,
+    retention: Retention,
+    rules: &[Rule],
+    snapshot: &Snapshot,
+    transitions: &[Transition],
+) -> Vec<details::Details> {
+    let mut all = Vec::with_capacity(transitions.len());
+    for t in transitions {
+        let rule = rules.iter().find(|r| r.name == t.key.rule);
+        let mut d = details::describe(rule, snapshot, t);
+        if matches!(
+            t.to,
+            AlertState::Firing { .. } | AlertState::Resolved { .. }
+        ) {
+            details::add_history(pool, retention, t, &mut d).await;
+        }
+        all.push(d);
+    }
+    all
 }
 
 fn log(t: &Transition) {

@@ -4,6 +4,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sqlx::SqlitePool;
 
+use crate::notify::details::Details;
 use crate::rules::{EvalState, Target, Transition};
 
 fn ms(t: SystemTime) -> i64 {
@@ -26,11 +27,13 @@ pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
 
 /// Saves `state` and `transitions` in one transaction, with an outbox row
 /// per (transition to firing or resolved) x receiver in `receivers`, whose
-/// links point at `external_url`.
+/// links point at `external_url`. `details[i]`, where given, goes into
+/// transition i's messages.
 pub async fn save(
     pool: &SqlitePool,
     state: &EvalState,
     transitions: &[Transition],
+    details: &[Details],
     receivers: &[String],
     external_url: &str,
 ) -> Result<(), String> {
@@ -45,7 +48,7 @@ pub async fn save(
     .execute(&mut *tx)
     .await
     .map_err(|e| e.to_string())?;
-    for t in transitions {
+    for (i, t) in transitions.iter().enumerate() {
         let target = match &t.key.target {
             Target::Gpu(uuid) => uuid.clone(),
             Target::Node => "node".to_string(),
@@ -68,7 +71,10 @@ pub async fn save(
         .map_err(|e| e.to_string())?;
         let fingerprint = crate::notify::webhook::fingerprint(&t.labels);
         for receiver in receivers {
-            if let Some(body) = crate::notify::webhook::payload(t, receiver, external_url) {
+            if let Some(mut body) = crate::notify::webhook::payload(t, receiver, external_url) {
+                if let Some(details) = details.get(i) {
+                    crate::notify::details::attach(&mut body, details);
+                }
                 crate::notify::outbox::insert(
                     &mut tx,
                     receiver,

@@ -299,6 +299,10 @@ async fn serve_until_signal(
     let mut dispatchers = Vec::new();
     if let Some(run) = alerts {
         let store = history.as_ref().map(|h| h.store.clone());
+        let retention = history
+            .as_ref()
+            .map(|h| h.settings.retention)
+            .unwrap_or_default();
         let (state, publish, receiver) = crate::alerting::restore(store.as_ref()).await;
         exporter = exporter.with(Box::new(crate::alerting::AlertsCollector(receiver.clone())));
         alerts_rx = Some(receiver);
@@ -344,6 +348,7 @@ async fn serve_until_signal(
             store.map(|store| crate::alerting::Persist {
                 store,
                 receivers,
+                retention,
                 external_url: external_url.clone(),
             }),
             run.snapshots,

@@ -4,6 +4,7 @@
 //! checking kept with their position), then validated into [`Config`]. Every
 //! problem is reported at once, each with file, line and field.
 
+mod email;
 mod raw;
 mod receivers;
 

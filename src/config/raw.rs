@@ -30,7 +30,7 @@ pub struct RawConfig {
 pub struct RawReceiver {
     /// Its name.
     pub name: Option<Spanned<String>>,
-    /// "webhook" or "alertmanager".
+    /// "webhook", "alertmanager" or "email".
     #[serde(rename = "type")]
     pub kind: Option<Spanned<String>>,
     /// Where to POST.
@@ -59,6 +59,18 @@ pub struct RawReceiver {
     pub retry_min: Option<Spanned<String>>,
     /// Longest retry delay.
     pub retry_max: Option<Spanned<String>>,
+    /// Email: the SMTP server, "host:port".
+    pub smarthost: Option<Spanned<String>>,
+    /// Email: the sender address.
+    pub from: Option<Spanned<String>>,
+    /// Email: the recipients.
+    pub to: Option<Spanned<Vec<String>>>,
+    /// Email: "starttls", "implicit" or "none".
+    pub tls: Option<Spanned<String>>,
+    /// Email: an extra trusted CA (PEM).
+    pub ca_file: Option<Spanned<PathBuf>>,
+    /// Email: the EHLO name.
+    pub hello_name: Option<Spanned<String>>,
 }
 
 /// `[server]`.
