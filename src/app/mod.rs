@@ -105,7 +105,9 @@ fn resolve_source(options: &SourceOptions, config: &Config) -> anyhow::Result<So
         sim::select_scenario(&choice);
         return Ok(Source {
             library: Some(library),
-            proc_root: None,
+            // The simulator's pids are not this machine's: read /proc only
+            // when the configuration names one (fixture trees in tests).
+            proc_root: config.sampler.proc_root_configured.clone(),
             simulated: Some(choice),
         });
     }
@@ -114,7 +116,7 @@ fn resolve_source(options: &SourceOptions, config: &Config) -> anyhow::Result<So
             .nvml_library
             .clone()
             .or_else(|| config.sampler.nvml_library.clone()),
-        proc_root: Some(config.sampler.proc_root.clone()),
+        proc_root: Some(config.sampler.proc_root()),
         simulated: None,
     })
 }
@@ -285,7 +287,11 @@ async fn serve_until_signal(
         );
     }
     let stale_after = config.sampler.stale_after();
-    let mut exporter = Exporter::new(sampler.snapshots(), stale_after)
+    let processes = crate::exporter::process_metrics::ProcessExport {
+        process_top_n: config.sampler.process_top_n,
+        capacity: std::sync::Arc::new(config.capacity.clone()),
+    };
+    let mut exporter = Exporter::with_processes(sampler.snapshots(), stale_after, processes)
         .with_compat(sampler.snapshots(), config.server.metrics_compat.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut history_api = None;

@@ -7,6 +7,7 @@
 //! intervals. A hung NVML call blocks only this thread: the last snapshot
 //! keeps being served while its age grows, and the [`watchdog`] says so.
 
+pub mod cgroup;
 pub mod procnames;
 pub mod reader;
 pub mod xid;

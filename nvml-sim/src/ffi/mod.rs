@@ -11,10 +11,12 @@ mod calls;
 mod device;
 mod events;
 mod out;
+mod sharing;
 mod state;
 mod system;
 
 pub use calls::{nvmlSimCallCount, nvmlSimResetCallCounts, nvmlSimTotalCalls};
 pub use device::*;
 pub use events::*;
+pub use sharing::*;
 pub use system::*;
