@@ -7,7 +7,8 @@
 //!
 //! - a lost GPU, a GPU in the `prohibited` compute mode, or an
 //!   exclusive-mode GPU that already has a compute process takes 0 (an idle
-//!   exclusive GPU takes at most 1);
+//!   exclusive GPU takes at most 1; one whose only compute process is an
+//!   MPS server takes as many MPS clients as memory allows);
 //! - with MIG on, each GPU instance counts alone: ⌊(its free memory −
 //!   margin) / profile memory⌋, summed over instances;
 //! - otherwise ⌊(free memory − margin) / profile memory⌋;
@@ -19,9 +20,10 @@
 //! A profile whose model filter does not match a GPU's name gives no value
 //! for that GPU; a GPU whose memory is unknown gives none either.
 
+pub mod rule;
 pub mod table;
 
-use crate::gpu::{GpuSnapshot, ProcessKind, Snapshot};
+use crate::gpu::{GpuProcess, GpuSnapshot, ProcessKind, Snapshot};
 
 /// A workload profile: what one instance of a job needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +45,8 @@ pub struct CapacityConfig {
     pub profiles: Vec<Profile>,
     /// Memory kept free on each GPU (each MIG instance), bytes.
     pub memory_margin_bytes: u64,
+    /// How long a profile must fit nowhere before its alert fires.
+    pub alert_for: std::time::Duration,
 }
 
 /// What limits a GPU's count for a profile.
@@ -141,12 +145,16 @@ pub fn gpu_fit(gpu: &GpuSnapshot, profile: &Profile, margin: u64) -> Option<GpuF
             (fits, limit) = (by_sm, Limit::Sm);
         }
     }
+    // Under exclusive mode an MPS server is the one process, and its
+    // clients share it: only a process outside MPS makes the GPU busy.
     let busy = gpu
         .processes
         .iter()
-        .any(|p| p.kind != ProcessKind::Graphics);
+        .any(|p| p.kind != ProcessKind::Graphics && !p.mps_client && !p.is_mps_server());
+    let mps = gpu.processes.iter().any(GpuProcess::is_mps_server);
     match gpu.health.compute_mode {
         Some("prohibited") => (fits, limit) = (0, Limit::Prohibited),
+        Some("exclusive_process" | "exclusive_thread") if mps && !busy => {}
         Some("exclusive_process" | "exclusive_thread") if busy => {
             (fits, limit) = (0, Limit::ExclusiveBusy)
         }

@@ -115,6 +115,25 @@ fn compute_modes_exclusive_and_prohibited() {
         gpu_fit(&busy, &p, 0).map(|f| (f.fits, f.limit)),
         Some((0, Limit::ExclusiveBusy))
     );
+    // An MPS server with clients under exclusive mode: more clients may
+    // join, as memory allows (40 / 1 = 40).
+    let mut mps = idle.clone();
+    mps.processes = Arc::new(vec![
+        GpuProcess {
+            pid: 9,
+            name: Some("nvidia-cuda-mps-server".into()),
+            ..GpuProcess::default()
+        },
+        GpuProcess {
+            pid: 10,
+            mps_client: true,
+            ..GpuProcess::default()
+        },
+    ]);
+    assert_eq!(
+        gpu_fit(&mps, &p, 0).map(|f| (f.fits, f.limit)),
+        Some((40, Limit::Memory))
+    );
     let prohibited = gpu(1, "H100", 40 * GIB, "prohibited");
     assert_eq!(
         gpu_fit(&prohibited, &p, 0).map(|f| (f.fits, f.limit)),
@@ -169,6 +188,7 @@ fn model_filter_and_node_total() {
     let config = CapacityConfig {
         profiles: vec![h100_only.clone(), profile("any", 16 * GIB, None, None)],
         memory_margin_bytes: GIB,
+        alert_for: std::time::Duration::ZERO,
     };
     let all = fits(&s, &config);
     let rows: Vec<(u32, &str, u64)> = all

@@ -255,6 +255,9 @@ impl Config {
             raw.capacity.unwrap_or_default(),
             raw.profiles.unwrap_or_default(),
         );
+        // One node-level rule per profile: it fits on no GPU of the node.
+        let mut rules = rules;
+        rules.extend(crate::capacity::rule::rules(&capacity, capacity.alert_for));
         let listen = v.address("server.listen", server.listen.as_ref(), DEFAULT_LISTEN);
         let max_connections = match &server.max_connections {
             Some(n) if *n.get_ref() == 0 => {
@@ -741,9 +744,16 @@ impl Validator<'_> {
                 });
             }
         }
+        let alert_for = self.duration(
+            "capacity.alert_for",
+            raw.alert_for.as_ref(),
+            "2m",
+            Duration::ZERO,
+        );
         crate::capacity::CapacityConfig {
             profiles: out,
             memory_margin_bytes,
+            alert_for,
         }
     }
 

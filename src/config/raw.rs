@@ -34,6 +34,8 @@ pub struct RawConfig {
 pub struct RawCapacity {
     /// Memory kept free on each GPU, a size such as "1GiB".
     pub memory_margin: Option<Spanned<String>>,
+    /// How long a profile must fit nowhere before its alert fires.
+    pub alert_for: Option<Spanned<String>>,
 }
 
 /// One `[[profiles]]` entry.

@@ -18,9 +18,6 @@ use crate::gpu::{GpuProcess, GpuSnapshot, Snapshot};
 use super::families::{unit, Family, Labels};
 use super::gpu_metrics::{flag, ids, with};
 
-/// The process name of the MPS control daemon's server, one per GPU set.
-pub const MPS_SERVER_NAME: &str = "nvidia-cuda-mps-server";
-
 /// What the process and capacity families need besides the snapshot.
 #[derive(Debug, Clone)]
 pub struct ProcessExport {
@@ -142,10 +139,7 @@ impl<'a> Families<'a> {
             return;
         }
         let id = || ids(gpu);
-        let server = gpu
-            .processes
-            .iter()
-            .any(|p| p.name.as_deref() == Some(MPS_SERVER_NAME));
+        let server = gpu.processes.iter().any(GpuProcess::is_mps_server);
         self.mps_server.push(id(), flag(server));
         let clients = gpu.processes.iter().filter(|p| p.mps_client).count();
         self.mps_clients.push(id(), clients as f64);

@@ -644,7 +644,7 @@ impl GpuDevice<'_> {
         &self,
         last_seen: u64,
         tally: &mut Tally,
-    ) -> Option<(BTreeMap<u32, (f64, f64)>, u64)> {
+    ) -> Option<(ProcessUtilization, u64)> {
         let d = &self.device;
         let samples = tally.call(
             FieldGroup::Processes,
@@ -680,6 +680,9 @@ impl GpuDevice<'_> {
         Some((averages, newest))
     }
 }
+
+/// Per-pid (SM, memory) utilization ratios of one interval.
+pub type ProcessUtilization = BTreeMap<u32, (f64, f64)>;
 
 /// `nvmlDeviceGetGpuInstanceId`, which nvml-wrapper does not wrap.
 fn gpu_instance_id(mig: &Device<'_>) -> Result<u32, NvmlError> {

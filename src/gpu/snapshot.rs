@@ -241,6 +241,17 @@ impl ProcessKind {
     }
 }
 
+/// The process name of the MPS server (one per GPU set, started by
+/// nvidia-cuda-mps-control); its clients run their kernels through it.
+pub const MPS_SERVER_NAME: &str = "nvidia-cuda-mps-server";
+
+impl GpuProcess {
+    /// Whether this is an MPS server.
+    pub fn is_mps_server(&self) -> bool {
+        self.name.as_deref() == Some(MPS_SERVER_NAME)
+    }
+}
+
 /// A process with a context on a GPU.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct GpuProcess {

@@ -201,8 +201,8 @@ mod tests {
     #[test]
     fn command_lines_join_arguments_and_are_cut() {
         assert_eq!(
-            command_line(b"python3\0train.py\0--epochs\0010\0").as_deref(),
-            Some("python3 train.py --epochs 010")
+            command_line(b"python3\0train.py\0--epochs\x0010\0").as_deref(),
+            Some("python3 train.py --epochs 10")
         );
         assert_eq!(command_line(b""), None);
         let long = vec![b'a'; 1000];
