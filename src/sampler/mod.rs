@@ -288,6 +288,7 @@ fn publish_unavailable(sender: &Outputs, reason: &str) {
             };
             gpu.readings = FastReadings::default();
             gpu.processes = Arc::default();
+            gpu.mig_instances = Arc::default();
         }
         sender.publish(snapshot);
     }

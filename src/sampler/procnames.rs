@@ -129,11 +129,23 @@ impl ProcessNames {
 /// [`COMMAND_MAX_CHARS`]; `None` for kernel threads and zombies (empty).
 pub fn command_line(raw: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(raw);
-    let joined = text
-        .split('\0')
-        .filter(|a| !a.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let mut args: Vec<String> = Vec::new();
+    let mut hide_next = false;
+    for arg in text.split('\0').filter(|a| !a.is_empty()) {
+        if std::mem::take(&mut hide_next) && !arg.starts_with('-') {
+            args.push("***".into());
+            continue;
+        }
+        match arg.split_once('=') {
+            Some((key, _)) if looks_secret(key) => args.push(format!("{key}=***")),
+            Some(_) => args.push(arg.to_string()),
+            None => {
+                hide_next = arg.starts_with('-') && looks_secret(arg);
+                args.push(arg.to_string());
+            }
+        }
+    }
+    let joined = args.join(" ");
     if joined.is_empty() {
         return None;
     }
@@ -142,6 +154,16 @@ pub fn command_line(raw: &[u8]) -> Option<String> {
     } else {
         joined
     })
+}
+
+/// Whether an argument or variable name suggests its value is a secret
+/// (`--password`, `--api-token`, `AWS_SECRET_ACCESS_KEY`, ...): command lines
+/// end up in labels and JSON, and secrets must not.
+fn looks_secret(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["password", "passwd", "secret", "token", "key", "credential"]
+        .iter()
+        .any(|word| name.contains(word))
 }
 
 /// The real uid from the `Uid:` line of `/proc/PID/status`.
@@ -205,6 +227,12 @@ mod tests {
             Some("python3 train.py --epochs 10")
         );
         assert_eq!(command_line(b""), None);
+        assert_eq!(
+            command_line(b"serve\0--api-token\0abc123\0--password=hunter2\0AWS_SECRET_ACCESS_KEY=x\0--port\08000\0")
+                .as_deref(),
+            Some("serve --api-token *** --password=*** AWS_SECRET_ACCESS_KEY=*** --port 8000"),
+            "secret-looking values are hidden"
+        );
         let long = vec![b'a'; 1000];
         assert_eq!(
             command_line(&long).map(|c| c.chars().count()),
