@@ -209,3 +209,47 @@ fn model_filter_and_node_total() {
     let nowhere = profile("huge", 40 * GIB, None, None);
     assert_eq!(node_total(&s, &nowhere, GIB), 0);
 }
+
+#[test]
+fn a_profile_that_fits_nowhere_fires_its_node_alert_with_the_profile_label() {
+    use crate::rules::{evaluate, AlertState, EvalState, Target};
+    let config = CapacityConfig {
+        profiles: vec![
+            profile("fits", 8 * GIB, None, None),
+            profile("too-big", 50 * GIB, None, None),
+        ],
+        memory_margin_bytes: GIB,
+        alert_for: std::time::Duration::ZERO,
+    };
+    let rules = rule::rules(&config, config.alert_for);
+    // 30 GiB and 9 GiB free: "fits" fits (3 + 1), "too-big" nowhere.
+    let s = snapshot(vec![
+        gpu(0, "H100", 30 * GIB, "default"),
+        gpu(1, "H100", 9 * GIB, "default"),
+    ]);
+    let (state, transitions) = evaluate(&rules, &s, &EvalState::default(), s.taken_at);
+    let fired: Vec<(&str, &str)> = transitions
+        .iter()
+        .filter(|t| matches!(t.to, AlertState::Firing { .. }))
+        .map(|t| {
+            (
+                t.key.rule.as_str(),
+                t.labels.get("profile").map(String::as_str).unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(fired, vec![("GpuCapacityExhausted:too-big", "too-big")]);
+    assert!(state
+        .alerts
+        .keys()
+        .all(|k| k.target == Target::Node && k.rule.ends_with("too-big")));
+    let t = &transitions[0];
+    assert_eq!(t.value, Some(0.0));
+    assert!(
+        t.annotations
+            .get("description")
+            .is_some_and(|d| d.contains("too-big (50.0 GiB each)")),
+        "{:?}",
+        t.annotations
+    );
+}
