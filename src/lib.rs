@@ -33,6 +33,7 @@
 
 pub mod alerting;
 pub mod app;
+pub mod capacity;
 pub mod config;
 pub mod exporter;
 pub mod gpu;

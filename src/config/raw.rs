@@ -22,6 +22,34 @@ pub struct RawConfig {
     pub rules: Option<Vec<crate::rules::RawRule>>,
     /// `[[receivers]]`: where alert notifications go.
     pub receivers: Option<Vec<RawReceiver>>,
+    /// `[capacity]`.
+    pub capacity: Option<RawCapacity>,
+    /// `[[profiles]]`: workload profiles for capacity.
+    pub profiles: Option<Vec<RawProfile>>,
+}
+
+/// `[capacity]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCapacity {
+    /// Memory kept free on each GPU, a size such as "1GiB".
+    pub memory_margin: Option<Spanned<String>>,
+    /// How long a profile must fit nowhere before its alert fires.
+    pub alert_for: Option<Spanned<String>>,
+}
+
+/// One `[[profiles]]` entry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProfile {
+    /// Its name.
+    pub name: Option<Spanned<String>>,
+    /// GPU memory per instance, a size such as "1.8GB".
+    pub memory: Option<Spanned<String>>,
+    /// Share of the SMs per instance, 0..1.
+    pub sm_share: Option<Spanned<f64>>,
+    /// GPU model filter (substring of the GPU name).
+    pub model: Option<Spanned<String>>,
 }
 
 /// One `[[receivers]]` entry.
@@ -107,6 +135,8 @@ pub struct RawSampler {
     pub nvml_library: Option<PathBuf>,
     /// /proc mount point.
     pub proc_root: Option<PathBuf>,
+    /// Per-process series per GPU.
+    pub process_top_n: Option<Spanned<usize>>,
     /// Host name override.
     pub hostname: Option<String>,
 }

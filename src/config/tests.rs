@@ -265,3 +265,48 @@ fn bad_email_receivers_are_reported_with_file_line_and_field() {
     assert!(!all.contains("hunter2-secret"), "{all}");
     assert!(all.contains("\"starttls\" (the default)"), "{all}");
 }
+
+#[test]
+fn profiles_are_read_and_checked_with_line_and_field() {
+    let good = "[sampler]\nprocess_top_n = 3\n[capacity]\nmemory_margin = \"512MiB\"\n[[profiles]]\nname = \"resnet50\"\nmemory = \"1.8GB\"\nsm_share = 0.1\n[[profiles]]\nname = \"bert\"\nmemory = \"12GiB\"\nmodel = \"H100\"\n";
+    let config = Config::parse(good, "good.toml").expect("valid");
+    assert_eq!(config.sampler.process_top_n, 3);
+    assert_eq!(config.capacity.memory_margin_bytes, 512 << 20);
+    assert_eq!(config.capacity.profiles.len(), 2);
+    assert_eq!(config.capacity.profiles[0].memory_bytes, 1_800_000_000);
+    assert_eq!(config.capacity.profiles[0].sm_share, Some(0.1));
+    assert_eq!(config.capacity.profiles[1].model.as_deref(), Some("H100"));
+    assert_eq!(Config::default().capacity.memory_margin_bytes, 1 << 30);
+
+    let bad = "[capacity]\nmemory_margin = \"lots\"\n[[profiles]]\nname = \"a b\"\nmemory = \"1GB\"\n[[profiles]]\nname = \"x\"\nmemory = \"0\"\nsm_share = 1.5\n[[profiles]]\nname = \"y\"\n";
+    let Err(ConfigError::Invalid(problems)) = Config::parse(bad, "bad.toml") else {
+        panic!("expected problems");
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(problems.len(), 5, "{text:#?}");
+    assert!(
+        text[0].starts_with("bad.toml:2:17: capacity.memory_margin: \"lots\" is not a size"),
+        "{}",
+        text[0]
+    );
+    assert!(
+        text[1].starts_with("bad.toml:4:8: profiles[0].name: \"a b\" is not a profile name"),
+        "{}",
+        text[1]
+    );
+    assert!(
+        text[2].starts_with("bad.toml:8:10: profiles[1].memory: must be more than 0"),
+        "{}",
+        text[2]
+    );
+    assert!(
+        text[3].starts_with("bad.toml:9:12: profiles[1].sm_share: must be a share"),
+        "{}",
+        text[3]
+    );
+    assert!(
+        text[4].starts_with("bad.toml:11:8: profiles[2].memory: is missing"),
+        "{}",
+        text[4]
+    );
+}

@@ -551,7 +551,7 @@ fn check(
                     || gpu.groups.get(&group(*metric)) == Some(&false));
             (missing, None)
         }
-        Condition::Stale { .. } => (false, None),
+        Condition::Stale { .. } | Condition::FitsNowhere { .. } => (false, None),
         Condition::TemperatureAnomaly { margin } => match changes.anomaly {
             Some(score) => (score.is_anomalous(*margin), Some(score.above_mean)),
             None => (false, None),
@@ -582,6 +582,10 @@ fn node_check(condition: &Condition, snapshot: &Snapshot, now: SystemTime) -> (b
                 .duration_since(snapshot.taken_at)
                 .unwrap_or(Duration::ZERO);
             (age > *max_age, Some(age.as_secs_f64()))
+        }
+        Condition::FitsNowhere { profile, margin } => {
+            let total = crate::capacity::node_total(snapshot, profile, *margin);
+            (total == 0, Some(total as f64))
         }
         _ => (false, None),
     }
