@@ -12,6 +12,11 @@
 //!
 //! Run: `cargo bench --bench processes` (add `-- --quick` for fewer rounds).
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{median, percentile, thread_cpu};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -25,27 +30,6 @@ use nvml_wrapper::Nvml;
 
 const GPUS: u32 = 8;
 const PER_GPU: u32 = 30;
-
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[((values.len() as f64 - 1.0) * p).round() as usize]
-}
 
 /// 8 H100s, each with a pool of 30 long-lived processes (pids 100000 +
 /// 10000 × GPU + 30 + slot in the first generation).

@@ -13,6 +13,11 @@
 //!
 //! Run: `cargo bench --bench rules` (add `-- --quick` for fewer rounds).
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::percentile;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -116,12 +121,6 @@ condition = "peer_hotter(10)"
 for = "10m"
 severity = "info"
 "#;
-
-fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let rank = ((values.len() as f64 - 1.0) * p).round() as usize;
-    values[rank]
-}
 
 /// Evaluates `rules` once per snapshot, carrying the state as the agent
 /// does; returns each evaluation's time in µs.

@@ -12,6 +12,11 @@
 //!
 //! Run: `cargo bench --bench sampler` (add `-- --quick` for fewer rounds).
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{median, percentile, thread_cpu};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -22,28 +27,6 @@ use gpuwatch::sampler::reader::{NodeReader, Tiers};
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::Nvml;
-
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let rank = ((values.len() as f64 - 1.0) * p).round() as usize;
-    values[rank]
-}
 
 /// The simulator's own call counter, through the same loaded library.
 struct CallCounter {

@@ -122,6 +122,6 @@ fn load_changes_alone_raise_no_anomaly() {
         std::thread::sleep(Duration::from_millis(500));
     }
     assert!(scrapes > 40, "the agent was sampling ({scrapes} scrapes)");
-    drop(agent.terminate());
+    let _ = agent.terminate();
     assert_eq!(anomaly_transitions(&db), Vec::new());
 }

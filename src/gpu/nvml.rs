@@ -79,16 +79,15 @@ pub const FAST_FIELD_IDS: [u32; 7] = [
 
 /// [`FAST_FIELD_IDS`] plus the energy counter, read once every
 /// [`ENERGY_EVERY`].
-pub const FAST_FIELD_IDS_WITH_ENERGY: [u32; 8] = [
-    FIELD_POWER_INSTANT,
-    FIELD_MEMORY_TEMP,
-    74,
-    76,
-    251,
-    252,
-    253,
-    FIELD_TOTAL_ENERGY,
-];
+pub const FAST_FIELD_IDS_WITH_ENERGY: [u32; 8] = {
+    let mut ids = [FIELD_TOTAL_ENERGY; 8];
+    let mut i = 0;
+    while i < FAST_FIELD_IDS.len() {
+        ids[i] = FAST_FIELD_IDS[i];
+        i += 1;
+    }
+    ids
+};
 
 /// How often the energy counter is read. On a real H200 (driver 580) it
 /// costs ~3 ms a read against ~0.1 ms for the rest of the fast tick; a

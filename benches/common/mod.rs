@@ -1,0 +1,29 @@
+//! Measuring helpers shared by the benchmarks.
+
+#![allow(dead_code)] // Each benchmark uses its own subset.
+
+use std::time::Duration;
+
+/// CPU time this thread has used (CLOCK_THREAD_CPUTIME_ID): what a piece of
+/// work costs, whatever else the machine is doing.
+pub fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The median (sorts `values`).
+pub fn median(values: &mut [f64]) -> f64 {
+    percentile(values, 0.5)
+}
+
+/// The `p` quantile by nearest rank (sorts `values`).
+pub fn percentile(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[((values.len() as f64 - 1.0) * p).round() as usize]
+}
