@@ -4,17 +4,26 @@
 //! restart neither loses nor repeats an alert; publishes the state for
 //! `gpuwatch_alerts` and `/api/v1/alerts`.
 //!
-//! Each transition to firing or resolved also gets an outbox row per
-//! receiver in that transaction; [`crate::notify`] delivers them.
+//! After each evaluation, [`plan`] decides which notifications go out
+//! (routes, silences, inhibition, repeats); they are written as outbox rows
+//! in the same transaction, and [`crate::notify`] delivers them.
 
+pub mod history;
+pub mod matcher;
 mod metrics;
+pub mod mute;
+pub mod plan;
+pub mod route;
+pub mod silence;
+pub mod silences;
 mod store;
+pub mod view;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::gpu::Snapshot;
 use crate::history::Store;
@@ -22,6 +31,9 @@ use crate::rules::{evaluate, AlertState, EvalState, Rule, Transition};
 use crate::sampler::SnapshotReceiver;
 
 pub use metrics::AlertsCollector;
+pub use route::{Destination, Route};
+pub use silences::Silences;
+pub use store::load_state;
 
 /// The latest evaluation state, for /metrics and the API.
 pub type AlertsReceiver = watch::Receiver<Arc<EvalState>>;
@@ -38,7 +50,7 @@ pub async fn restore(
     store: Option<&Store>,
 ) -> (EvalState, watch::Sender<Arc<EvalState>>, AlertsReceiver) {
     let state = match store {
-        Some(store) => match store::load(&store.pool).await {
+        Some(store) => match store::load_state(&store.pool).await {
             Ok(state) => state.unwrap_or_default(),
             Err(e) => {
                 warn!(error = %e, "Cannot read the saved alert state; starting without it (firing alerts may notify again).");
@@ -51,14 +63,38 @@ pub async fn restore(
     (state, tx, rx)
 }
 
-/// Where the alerting task keeps its state: the history database, and the
-/// receivers whose outbox rows each transition adds.
+/// Where the alerting task keeps its state: the history database, the
+/// receivers that notifications go to, and the silences.
 #[derive(Debug, Clone)]
 pub struct Persist {
     /// The history database.
     pub store: Store,
-    /// The `[[receivers]]` names (empty: no notifications).
-    pub receivers: Vec<String>,
+    /// The `[[receivers]]` and their routes (empty: no notifications).
+    pub receivers: Vec<Destination>,
+    /// The silences, kept in the same database.
+    pub silences: Silences,
+}
+
+fn ms(t: SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The outbox rows for planned notices.
+fn outgoing(notices: &[plan::Notice]) -> Vec<store::Outgoing> {
+    notices
+        .iter()
+        .filter_map(|n| {
+            crate::notify::webhook::payload(&n.transition, &n.receiver, "").map(|body| {
+                store::Outgoing {
+                    receiver: n.receiver.clone(),
+                    fingerprint: n.fingerprint.clone(),
+                    payload: body.to_string(),
+                }
+            })
+        })
+        .collect()
 }
 
 /// Runs until the queue closes or `shutdown` turns true.
@@ -71,11 +107,13 @@ pub async fn run(
     publish: watch::Sender<Arc<EvalState>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let receivers = persist
-        .as_ref()
-        .map(|p| p.receivers.clone())
-        .unwrap_or_default();
-    let store = persist.map(|p| p.store);
+    let mut notified = match &persist {
+        Some(p) => store::load_notified(&p.store.pool).await.unwrap_or_else(|e| {
+            warn!(error = %e, "Cannot read which notifications were sent; firing alerts may be sent again.");
+            plan::Notified::new()
+        }),
+        None => plan::Notified::new(),
+    };
     let mut recheck = tokio::time::interval(RECHECK);
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_save = std::time::Instant::now();
@@ -91,7 +129,8 @@ pub async fn run(
             },
             _ = shutdown.changed() => break,
         };
-        let (next, transitions) = evaluate(&rules, &snapshot, &state, SystemTime::now());
+        let now = SystemTime::now();
+        let (next, transitions) = evaluate(&rules, &snapshot, &state, now);
         for t in &transitions {
             log(t);
         }
@@ -100,19 +139,31 @@ pub async fn run(
         if changed {
             publish.send_replace(Arc::new(state.clone()));
         }
-        if let Some(store) = &store {
-            if !transitions.is_empty() || (changed && last_save.elapsed() >= SAVE_EVERY) {
-                match store::save(&store.pool, &state, &transitions, &receivers).await {
-                    Ok(()) => last_save = std::time::Instant::now(),
-                    Err(e) => {
-                        warn!(error = %e, "Cannot save alert state to the history database; retrying with the next change.")
-                    }
+        let Some(p) = &persist else { continue };
+        let silences = p.silences.current();
+        let mutes = mute::Mutes::new(&state, &silences, ms(now));
+        let planned = plan::plan(&state, &transitions, &p.receivers, &mutes, &notified, now);
+        for notice in &planned.notices {
+            debug!(receiver = %notice.receiver, alert = %notice.transition.key, kind = ?notice.kind, "Notification planned.");
+        }
+        if !transitions.is_empty()
+            || !planned.is_empty()
+            || (changed && last_save.elapsed() >= SAVE_EVERY)
+        {
+            let rows = outgoing(&planned.notices);
+            match store::save(&p.store.pool, &state, &transitions, &rows, &planned.changes).await {
+                Ok(()) => {
+                    last_save = std::time::Instant::now();
+                    plan::apply(&mut notified, &planned.changes);
+                }
+                Err(e) => {
+                    warn!(error = %e, "Cannot save alert state to the history database; retrying with the next evaluation.")
                 }
             }
         }
     }
-    if let Some(store) = &store {
-        if let Err(e) = store::save(&store.pool, &state, &[], &[]).await {
+    if let Some(p) = &persist {
+        if let Err(e) = store::save(&p.store.pool, &state, &[], &[], &[]).await {
             warn!(error = %e, "Cannot save alert state at shutdown.");
         }
     }

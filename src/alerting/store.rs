@@ -6,14 +6,16 @@ use sqlx::SqlitePool;
 
 use crate::rules::{EvalState, Target, Transition};
 
+use super::plan::{Change, Notified, Sent};
+
 fn ms(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
 
-/// The saved state, if any.
-pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
+/// The saved state, if any (the agent's, or for `gpuwatch alerts`).
+pub async fn load_state(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
     let text: Option<String> = sqlx::query_scalar("SELECT state FROM alert_state WHERE id = 1")
         .fetch_optional(pool)
         .await
@@ -24,13 +26,41 @@ pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
     .transpose()
 }
 
-/// Saves `state` and `transitions` in one transaction, with an outbox row
-/// per (transition to firing or resolved) x receiver in `receivers`.
+/// What each receiver was sent, as stored.
+pub async fn load_notified(pool: &SqlitePool) -> Result<Notified, String> {
+    let rows: Vec<(String, String, String, i64)> =
+        sqlx::query_as("SELECT receiver, fingerprint, alertname, last_ms FROM alert_notified")
+            .fetch_all(pool)
+            .await
+            .map_err(|e| e.to_string())?;
+    Ok(rows
+        .into_iter()
+        .map(|(receiver, fingerprint, alertname, last_ms)| {
+            ((receiver, fingerprint), Sent { alertname, last_ms })
+        })
+        .collect())
+}
+
+/// One outbox row to write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    /// The receiver.
+    pub receiver: String,
+    /// The dedup key: the alert's fingerprint.
+    pub fingerprint: String,
+    /// The body, JSON.
+    pub payload: String,
+}
+
+/// Saves `state` and `transitions` in one transaction, with the outbox rows
+/// and the changes to what each receiver was sent ([`Change`]), so that a
+/// crash keeps all of them or none.
 pub async fn save(
     pool: &SqlitePool,
     state: &EvalState,
     transitions: &[Transition],
-    receivers: &[String],
+    outgoing: &[Outgoing],
+    changes: &[Change],
 ) -> Result<(), String> {
     let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
     let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
@@ -64,20 +94,42 @@ pub async fn save(
         .execute(&mut *tx)
         .await
         .map_err(|e| e.to_string())?;
-        let fingerprint = crate::notify::webhook::fingerprint(&t.labels);
-        for receiver in receivers {
-            if let Some(body) = crate::notify::webhook::payload(t, receiver, "") {
-                crate::notify::outbox::insert(
-                    &mut tx,
-                    receiver,
-                    &fingerprint,
-                    &body.to_string(),
-                    ms(SystemTime::now()),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            }
+    }
+    for row in outgoing {
+        crate::notify::outbox::insert(
+            &mut tx,
+            &row.receiver,
+            &row.fingerprint,
+            &row.payload,
+            ms(SystemTime::now()),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    for change in changes {
+        match change {
+            Change::Sent {
+                receiver,
+                fingerprint,
+                sent,
+            } => sqlx::query(
+                "INSERT INTO alert_notified (receiver, fingerprint, alertname, last_ms) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT (receiver, fingerprint) DO UPDATE SET alertname = excluded.alertname, last_ms = excluded.last_ms",
+            )
+            .bind(receiver)
+            .bind(fingerprint)
+            .bind(&sent.alertname)
+            .bind(sent.last_ms),
+            Change::Forget {
+                receiver,
+                fingerprint,
+            } => sqlx::query("DELETE FROM alert_notified WHERE receiver = ? AND fingerprint = ?")
+                .bind(receiver)
+                .bind(fingerprint),
         }
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| e.to_string())?;
     }
     tx.commit().await.map_err(|e| e.to_string())
 }

@@ -5,6 +5,7 @@
 //! problem is reported at once, each with file, line and field.
 
 mod raw;
+mod route;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -600,6 +601,7 @@ impl Validator<'_> {
                     crate::notify::Backoff::default()
                 }
             };
+            let route = self.route(&field, &r);
             if self.problems.len() == before {
                 receivers.push(crate::notify::ReceiverConfig {
                     name,
@@ -610,6 +612,7 @@ impl Validator<'_> {
                         timeout,
                     },
                     backoff,
+                    route,
                 });
             }
         }

@@ -14,25 +14,29 @@ use crate::history::timespec::{parse_step, parse_time};
 use super::routes::{respond, HttpResponse};
 use super::HttpState;
 
-fn json_response(status: StatusCode, value: &serde_json::Value) -> HttpResponse {
+/// A JSON response.
+pub(super) fn json_response(status: StatusCode, value: &serde_json::Value) -> HttpResponse {
     respond(status, "application/json", value.to_string())
 }
 
-fn bad(parameter: &str, message: &str) -> HttpResponse {
+/// 400: the query parameter and why.
+pub(super) fn bad(parameter: &str, message: &str) -> HttpResponse {
     json_response(
         StatusCode::BAD_REQUEST,
         &json!({ "error": format!("{parameter}: {message}"), "parameter": parameter }),
     )
 }
 
-fn now_ms() -> i64 {
+/// Now, ms since the Unix epoch.
+pub(super) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
 
-fn params(query: Option<&str>) -> HashMap<String, String> {
+/// The query parameters.
+pub(super) fn params(query: Option<&str>) -> HashMap<String, String> {
     form_urlencoded::parse(query.unwrap_or("").as_bytes())
         .into_owned()
         .collect()

@@ -87,6 +87,8 @@ pub struct ReceiverConfig {
     pub webhook: WebhookConfig,
     /// Retry delays.
     pub backoff: Backoff,
+    /// Which alerts it gets, how often they repeat, how long it groups.
+    pub route: crate::alerting::Route,
 }
 
 /// One receiver's counts, for the metrics.
