@@ -588,3 +588,59 @@ fn routes_pick_receivers_repeats_survive_a_restart_and_history_is_listed() {
     assert!(!out.contains("GpuXidContained"), "only GPU 1: {out}");
     drop(agent);
 }
+
+#[test]
+fn a_group_wait_sends_the_alerts_that_fire_together_in_one_message() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let hook = Hook::start();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "{}{}",
+            hook.receiver("grouped", "group_wait = \"4s\""),
+            hook.receiver("direct", "")
+        ),
+    );
+    // From 55 s at 5x: GPU 2's Xid 94 and GPU 3's pending row remap fire at the
+    // first evaluation, GPU 1 is lost about a second later.
+    let agent = Agent::start(
+        "faults",
+        &["--config", &config],
+        &[("GPUWATCH_SIM_START", "55"), ("GPUWATCH_SIM_SPEED", "5")],
+    );
+    hook.wait_for("the direct receiver's GpuLost", LONG, |g| {
+        g.iter().any(|g| g.is("/direct", "GpuLost", "firing"))
+    });
+    hook.wait_for("the grouped message", LONG, |g| {
+        g.iter().any(|g| g.path == "/grouped")
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let grouped: Vec<Got> = hook
+        .got()
+        .into_iter()
+        .filter(|g| g.path == "/grouped")
+        .collect();
+    assert_eq!(grouped.len(), 1, "one message: {grouped:#?}");
+    let names = grouped[0].alertnames();
+    for name in ["GpuLost", "GpuXidContained", "GpuRowRemapPending"] {
+        assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+    }
+    let body = &grouped[0].body;
+    assert_eq!(body["status"], "firing");
+    assert_eq!(body["groupLabels"].as_object().map(|o| o.len()), Some(1));
+    assert!(body["commonLabels"]["host"].is_string(), "{body}");
+    // The direct receiver got each alert in a message of its own, earlier.
+    let direct: Vec<Got> = hook
+        .got()
+        .into_iter()
+        .filter(|g| g.path == "/direct")
+        .collect();
+    assert!(direct.iter().all(|g| g.alertnames().len() == 1));
+    assert_eq!(direct.len(), names.len(), "the same alerts: {direct:#?}");
+    let first_direct = direct.iter().map(|g| g.at).min().expect("direct");
+    assert!(
+        grouped[0].at - first_direct >= Duration::from_secs(3),
+        "held for the group wait"
+    );
+    drop(agent);
+}

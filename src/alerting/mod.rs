@@ -10,6 +10,7 @@
 
 pub mod history;
 pub mod matcher;
+mod message;
 mod metrics;
 pub mod mute;
 pub mod plan;
@@ -81,22 +82,6 @@ fn ms(t: SystemTime) -> i64 {
         .unwrap_or(0)
 }
 
-/// The outbox rows for planned notices.
-fn outgoing(notices: &[plan::Notice]) -> Vec<store::Outgoing> {
-    notices
-        .iter()
-        .filter_map(|n| {
-            crate::notify::webhook::payload(&n.transition, &n.receiver, "").map(|body| {
-                store::Outgoing {
-                    receiver: n.receiver.clone(),
-                    fingerprint: n.fingerprint.clone(),
-                    payload: body.to_string(),
-                }
-            })
-        })
-        .collect()
-}
-
 /// Runs until the queue closes or `shutdown` turns true.
 pub async fn run(
     rules: Vec<Rule>,
@@ -114,6 +99,7 @@ pub async fn run(
         }),
         None => plan::Notified::new(),
     };
+    let mut groups = plan::Groups::new();
     let mut recheck = tokio::time::interval(RECHECK);
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_save = std::time::Instant::now();
@@ -143,18 +129,22 @@ pub async fn run(
         let silences = p.silences.current();
         let mutes = mute::Mutes::new(&state, &silences, ms(now));
         let planned = plan::plan(&state, &transitions, &p.receivers, &mutes, &notified, now);
-        for notice in &planned.notices {
-            debug!(receiver = %notice.receiver, alert = %notice.transition.key, kind = ?notice.kind, "Notification planned.");
+        let (messages, changes) = plan::group(planned, &p.receivers, &mut groups, ms(now));
+        for m in &messages {
+            for notice in &m.notices {
+                debug!(receiver = %m.receiver, alert = %notice.transition.key, kind = ?notice.kind, alerts = m.notices.len(), "Notification queued.");
+            }
         }
         if !transitions.is_empty()
-            || !planned.is_empty()
+            || !messages.is_empty()
+            || !changes.is_empty()
             || (changed && last_save.elapsed() >= SAVE_EVERY)
         {
-            let rows = outgoing(&planned.notices);
-            match store::save(&p.store.pool, &state, &transitions, &rows, &planned.changes).await {
+            let rows = message::outgoing(&messages);
+            match store::save(&p.store.pool, &state, &transitions, &rows, &changes).await {
                 Ok(()) => {
                     last_save = std::time::Instant::now();
-                    plan::apply(&mut notified, &planned.changes);
+                    plan::apply(&mut notified, &changes);
                 }
                 Err(e) => {
                     warn!(error = %e, "Cannot save alert state to the history database; retrying with the next evaluation.")

@@ -231,6 +231,77 @@ pub fn plan(
     plan
 }
 
+/// One outbox message: one notice, or several new firing alerts of the node
+/// grouped for a receiver with a `group_wait`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// The receiver.
+    pub receiver: String,
+    /// The alerts in it (at least one).
+    pub notices: Vec<Notice>,
+}
+
+/// Open groups: receiver → when its wait ends (ms since the Unix epoch).
+pub type Groups = BTreeMap<String, i64>;
+
+/// Turns a plan into messages. For a receiver with a `group_wait`, new
+/// firing notices are held back (their bookkeeping too, so the next
+/// evaluation plans them again) until the wait that the first of them
+/// opened is over; then all that are due go out in one message. Repeats and
+/// resolved notices go out at once, one per message. Nothing is held in
+/// memory but the deadline: a restart plans the held alerts again.
+pub fn group(
+    plan: Plan,
+    destinations: &[Destination],
+    groups: &mut Groups,
+    now_ms: i64,
+) -> (Vec<Message>, Vec<Change>) {
+    let Plan {
+        notices,
+        mut changes,
+    } = plan;
+    let mut messages = Vec::new();
+    let mut grouped: BTreeMap<String, Vec<Notice>> = BTreeMap::new();
+    for notice in notices {
+        let wait = destinations
+            .iter()
+            .find(|d| d.name == notice.receiver)
+            .map_or(0, |d| d.route.group_wait.as_millis() as i64);
+        if notice.kind == Kind::Firing && wait > 0 {
+            grouped
+                .entry(notice.receiver.clone())
+                .or_default()
+                .push(notice);
+        } else {
+            messages.push(Message {
+                receiver: notice.receiver.clone(),
+                notices: vec![notice],
+            });
+        }
+    }
+    groups.retain(|receiver, _| grouped.contains_key(receiver));
+    for (receiver, held) in grouped {
+        let wait = destinations
+            .iter()
+            .find(|d| d.name == receiver)
+            .map_or(0, |d| d.route.group_wait.as_millis() as i64);
+        let deadline = *groups.entry(receiver.clone()).or_insert(now_ms + wait);
+        if now_ms < deadline {
+            changes.retain(|c| {
+                !matches!(c, Change::Sent { receiver: r, fingerprint: f, .. }
+                    if *r == receiver && held.iter().any(|n| n.fingerprint == *f))
+            });
+        } else {
+            groups.remove(&receiver);
+            messages.push(Message {
+                receiver,
+                notices: held,
+            });
+        }
+    }
+    (messages, changes)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -504,5 +575,80 @@ mod tests {
         assert!(p.notices.is_empty());
         apply(&mut stale, &p.changes);
         assert!(stale.is_empty());
+    }
+
+    #[test]
+    fn a_group_wait_holds_new_alerts_and_sends_them_in_one_message() {
+        let ds = [
+            dest(
+                "grouped",
+                Route {
+                    group_wait: Duration::from_secs(30),
+                    repeat_interval: Some(HOUR),
+                    ..Route::default()
+                },
+            ),
+            dest("direct", Route::default()),
+        ];
+        let mut s = state(vec![alert("GpuHot", 0, "warning", firing(0))]);
+        let mut notified = Notified::new();
+        let mut groups = Groups::new();
+        let mut round = |s: &EvalState, now: u64, notified: &mut Notified| {
+            let mutes = Mutes::new(s, &[], ms(at(now)));
+            let p = plan(s, &[], &ds, &mutes, notified, at(now));
+            let (messages, changes) = group(p, &ds, &mut groups, ms(at(now)));
+            apply(notified, &changes);
+            messages
+                .iter()
+                .map(|m| {
+                    let names: Vec<String> = m
+                        .notices
+                        .iter()
+                        .map(|n| format!("{}/{:?}", n.transition.key, n.kind))
+                        .collect();
+                    format!("{}: {}", m.receiver, names.join(" "))
+                })
+                .collect::<Vec<_>>()
+        };
+        // The direct receiver at once; the grouped one waits.
+        assert_eq!(
+            round(&s, 0, &mut notified),
+            vec!["direct: GpuHot/GPU-0/Firing"]
+        );
+        let (k, a) = alert("GpuLost", 1, "critical", firing(10));
+        s.alerts.insert(k, a);
+        assert_eq!(
+            round(&s, 10, &mut notified),
+            vec!["direct: GpuLost/GPU-1/Firing"]
+        );
+        assert!(round(&s, 29, &mut notified).is_empty());
+        // 30 s after the first: both in one message.
+        assert_eq!(
+            round(&s, 30, &mut notified),
+            vec!["grouped: GpuHot/GPU-0/Firing GpuLost/GPU-1/Firing"]
+        );
+        assert!(round(&s, 31, &mut notified).is_empty());
+        // Repeats and resolved ones are not held.
+        assert_eq!(
+            round(&s, 3630, &mut notified),
+            vec![
+                "grouped: GpuHot/GPU-0/Repeat",
+                "grouped: GpuLost/GPU-1/Repeat"
+            ]
+        );
+        // An alert that resolves while held is never sent to the group.
+        let (k, a) = alert("GpuMemoryPressure", 2, "warning", firing(4000));
+        s.alerts.insert(k.clone(), a);
+        assert_eq!(
+            round(&s, 4000, &mut notified),
+            vec!["direct: GpuMemoryPressure/GPU-2/Firing"]
+        );
+        s.alerts.get_mut(&k).unwrap().state = AlertState::Resolved { at: at(4010) };
+        assert_eq!(
+            round(&s, 4010, &mut notified),
+            vec!["direct: GpuMemoryPressure/GPU-2/Resolved"]
+        );
+        assert!(round(&s, 4040, &mut notified).is_empty());
+        assert!(groups.is_empty());
     }
 }
