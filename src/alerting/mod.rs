@@ -34,7 +34,7 @@ use crate::sampler::SnapshotReceiver;
 pub use metrics::AlertsCollector;
 pub use route::{Destination, Route};
 pub use silences::Silences;
-pub use store::load_state;
+pub use store::load as load_state;
 
 /// The latest evaluation state, for /metrics and the API.
 pub type AlertsReceiver = watch::Receiver<Arc<EvalState>>;
@@ -51,7 +51,7 @@ pub async fn restore(
     store: Option<&Store>,
 ) -> (EvalState, watch::Sender<Arc<EvalState>>, AlertsReceiver) {
     let state = match store {
-        Some(store) => match store::load_state(&store.pool).await {
+        Some(store) => match store::load(&store.pool).await {
             Ok(state) => state.unwrap_or_default(),
             Err(e) => {
                 warn!(error = %e, "Cannot read the saved alert state; starting without it (firing alerts may notify again).");

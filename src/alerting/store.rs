@@ -15,7 +15,7 @@ fn ms(t: SystemTime) -> i64 {
 }
 
 /// The saved state, if any (the agent's, or for `gpuwatch alerts`).
-pub async fn load_state(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
+pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
     let text: Option<String> = sqlx::query_scalar("SELECT state FROM alert_state WHERE id = 1")
         .fetch_optional(pool)
         .await
