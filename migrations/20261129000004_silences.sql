@@ -28,3 +28,11 @@ CREATE TABLE alert_notified (
     last_ms INTEGER NOT NULL,       -- ms since the Unix epoch
     PRIMARY KEY (receiver, fingerprint)
 );
+
+-- Present (one row) until the agent's first start on this schema, which
+-- records every alert then firing as sent to every receiver whose route
+-- takes it, and removes the row: gpuwatch before this schema sent each
+-- firing alert to every receiver when it fired, so upgrading must not send
+-- them again. A new database has no firing alerts: nothing is recorded.
+CREATE TABLE alert_notified_seed (id INTEGER PRIMARY KEY CHECK (id = 1));
+INSERT INTO alert_notified_seed (id) VALUES (1);

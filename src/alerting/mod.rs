@@ -92,6 +92,18 @@ pub async fn run(
     publish: watch::Sender<Arc<EvalState>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    if let Some(p) = &persist {
+        match store::seed_notified(&p.store.pool, &state, &p.receivers, ms(SystemTime::now())).await
+        {
+            Ok(0) => {}
+            Ok(n) => {
+                info!(notifications = n, "Recorded the alerts firing before this version as already sent, so the upgrade sends them no second time.")
+            }
+            Err(e) => {
+                warn!(error = %e, "Cannot record the alerts firing before this version as sent; they may be sent again.")
+            }
+        }
+    }
     let mut notified = match &persist {
         Some(p) => store::load_notified(&p.store.pool).await.unwrap_or_else(|e| {
             warn!(error = %e, "Cannot read which notifications were sent; firing alerts may be sent again.");

@@ -4,9 +4,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sqlx::SqlitePool;
 
-use crate::rules::{EvalState, Target, Transition};
+use crate::rules::{AlertState, EvalState, Target, Transition};
 
 use super::plan::{Change, Notified, Sent};
+use super::route::Destination;
 
 fn ms(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
@@ -39,6 +40,48 @@ pub async fn load_notified(pool: &SqlitePool) -> Result<Notified, String> {
             ((receiver, fingerprint), Sent { alertname, last_ms })
         })
         .collect())
+}
+
+/// Once per database (while `alert_notified_seed` has its row): records
+/// the alerts firing in `state` as sent, now, to each receiver whose route
+/// takes them, as the version before routing did send them; then removes
+/// the row. Returns how many were recorded.
+pub async fn seed_notified(
+    pool: &SqlitePool,
+    state: &EvalState,
+    receivers: &[Destination],
+    now_ms: i64,
+) -> Result<usize, String> {
+    let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
+    let pending = sqlx::query("DELETE FROM alert_notified_seed")
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| e.to_string())?
+        .rows_affected();
+    let mut recorded = 0;
+    if pending > 0 {
+        for (key, alert) in &state.alerts {
+            if !matches!(alert.state, AlertState::Firing { .. }) {
+                continue;
+            }
+            let fingerprint = crate::notify::webhook::fingerprint(&alert.labels);
+            for d in receivers.iter().filter(|d| d.route.matches(&alert.labels)) {
+                sqlx::query(
+                    "INSERT OR IGNORE INTO alert_notified (receiver, fingerprint, alertname, last_ms) VALUES (?, ?, ?, ?)",
+                )
+                .bind(&d.name)
+                .bind(&fingerprint)
+                .bind(&key.rule)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| e.to_string())?;
+                recorded += 1;
+            }
+        }
+    }
+    tx.commit().await.map_err(|e| e.to_string())?;
+    Ok(recorded)
 }
 
 /// One outbox row to write.
@@ -132,4 +175,97 @@ pub async fn save(
         .map_err(|e| e.to_string())?;
     }
     tx.commit().await.map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::alerting::matcher::Matcher;
+    use crate::alerting::route::Route;
+    use crate::history::{Durability, Store};
+    use crate::rules::{Alert, AlertKey};
+
+    fn alert(rule: &str, state: AlertState) -> (AlertKey, Alert) {
+        let labels: BTreeMap<String, String> = [("alertname", rule), ("gpu", "1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        (
+            AlertKey {
+                rule: rule.into(),
+                target: Target::Gpu("GPU-1".into()),
+            },
+            Alert {
+                state,
+                value: None,
+                labels,
+                annotations: BTreeMap::new(),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn alerts_firing_at_the_upgrade_count_as_sent_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open_for_writing(&dir.path().join("h.db"), Durability::Normal)
+            .await
+            .expect("open");
+        let t = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let state = EvalState {
+            alerts: [
+                alert(
+                    "GpuLost",
+                    AlertState::Firing {
+                        since: t,
+                        last_true: t,
+                    },
+                ),
+                alert("GpuHot", AlertState::Pending { since: t }),
+            ]
+            .into_iter()
+            .collect(),
+            ..EvalState::default()
+        };
+        let receivers = [
+            Destination {
+                name: "all".into(),
+                route: Route::default(),
+            },
+            Destination {
+                name: "other".into(),
+                route: Route {
+                    matchers: vec![Matcher::parse("alertname=GpuHot").unwrap()],
+                    ..Route::default()
+                },
+            },
+        ];
+        assert_eq!(
+            seed_notified(&store.pool, &state, &receivers, 5).await,
+            Ok(1)
+        );
+        let notified = load_notified(&store.pool).await.expect("load");
+        let fingerprint =
+            crate::notify::webhook::fingerprint(&state.alerts.values().next().unwrap().labels);
+        let fingerprint_lost = crate::notify::webhook::fingerprint(
+            &state.alerts[&alert("GpuLost", AlertState::Inactive).0].labels,
+        );
+        assert_ne!(fingerprint, fingerprint_lost);
+        assert_eq!(
+            notified.get(&("all".to_string(), fingerprint_lost)),
+            Some(&Sent {
+                alertname: "GpuLost".into(),
+                last_ms: 5
+            })
+        );
+        assert_eq!(notified.len(), 1, "{notified:?}");
+        // Only once per database.
+        assert_eq!(
+            seed_notified(&store.pool, &state, &receivers, 6).await,
+            Ok(0)
+        );
+        assert_eq!(load_notified(&store.pool).await.expect("load").len(), 1);
+    }
 }
