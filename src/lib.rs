@@ -17,7 +17,7 @@
 //! - [`history`]: the local SQLite history (writer task fed by the sampler's
 //!   queue, rollups, retention, queries for the API and CLI).
 //! - [`http`]: the hyper server for /metrics, health, readiness, the history
-//!   API and a landing page.
+//!   API and the built-in web view (live GPUs, history charts, alerts).
 //! - [`rules`]: the alerting rules engine's pure core (rule types, the
 //!   built-in pack, conditions, evaluation into alert transitions).
 //! - [`config`]: the TOML configuration, validated with file/line/field errors.

@@ -215,7 +215,51 @@ fn golden_metrics_match_promtool_and_the_readme() {
     check_readme_table(&metrics);
 }
 
+/// What the agent served on a real H200 (driver 580.159.04, 2026-11-29, by
+/// scripts/real_gpu_check.py): promtool-clean, and every family it has is in
+/// the README's table with the documented type and labels.
+#[test]
+fn real_h200_metrics_are_clean_and_documented() {
+    for label in ["idle", "load"] {
+        let path = fixture(&format!("fixtures/real-h200/metrics-{label}.prom"));
+        let text = std::fs::read_to_string(&path).expect("real-h200 fixture");
+        let (ok, said) = common::promtool_check_metrics(&text);
+        assert!(ok && said.trim().is_empty(), "promtool on {label}: {said}");
+        let metrics = Metrics::parse(&text);
+        let documented = readme_table();
+        for sample in &metrics.samples {
+            let (kind, labels) = documented.get(&sample.name).unwrap_or_else(|| {
+                panic!(
+                    "{} (real H200, {label}) is not in the README table",
+                    sample.name
+                )
+            });
+            assert_eq!(
+                metrics.types.get(&sample.name),
+                Some(kind),
+                "type of {}",
+                sample.name
+            );
+            let names: BTreeSet<String> = sample.labels.keys().cloned().collect();
+            assert!(
+                names.is_subset(labels),
+                "labels of {}: {names:?} vs {labels:?}",
+                sample.name
+            );
+        }
+        // What an H200 lacks is absent, not 0: no fans, no page retirement.
+        assert!(!metrics.has("gpuwatch_fan_speed_ratio"));
+        assert!(!metrics.has("gpuwatch_retired_pages"));
+        assert!(metrics.has("gpuwatch_remapped_rows"));
+    }
+}
+
 fn check_readme_table(metrics: &Metrics) {
+    common::assert_documented(metrics, &readme_table(), |_| true, "the README table");
+}
+
+/// The README's metric table: name → (type, label names).
+fn readme_table() -> common::Documented {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .expect("README.md");
     let table = readme
@@ -234,5 +278,5 @@ fn check_readme_table(metrics: &Metrics) {
             .collect();
         documented.insert(name, (cells[1].to_string(), labels));
     }
-    common::assert_documented(metrics, &documented, |_| true, "the README table");
+    documented
 }

@@ -204,6 +204,14 @@ fn gpu_lost_is_delivered_after_5xx_retries_exactly_once() {
     assert_eq!(alert["labels"]["gpu"], "1");
     assert_eq!(alert["labels"]["severity"], "critical");
     assert_eq!(alert["endsAt"], "0001-01-01T00:00:00Z");
+    // No server.external_url: http://HOSTNAME:PORT/ of the agent.
+    let external = body["externalURL"].as_str().expect("externalURL");
+    let port = agent.url.rsplit(':').next().expect("port");
+    assert!(
+        external.starts_with("http://") && external.ends_with(&format!(":{port}/")),
+        "{external}"
+    );
+    assert_eq!(alert["generatorURL"], format!("{external}api/v1/alerts"));
     assert!(alert["startsAt"].as_str().is_some_and(|s| s.ends_with('Z')));
     let fingerprint = alert["fingerprint"].as_str().expect("fingerprint");
     assert!(
@@ -333,4 +341,101 @@ fn a_receiver_that_does_not_answer_in_time_is_retried() {
     assert!(log.contains("no answer within 500ms"), "{log}");
     std::thread::sleep(Duration::from_secs(1));
     assert_once(&hook);
+}
+
+#[test]
+fn the_outbox_is_cleaned_of_old_failures_and_removed_receivers_at_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("history.db");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    let day = 86_400_000;
+    // (receiver, fingerprint, state, due_ms)
+    let rows = [
+        ("renamed", "c-renamed-1", "pending", now_ms),
+        ("renamed", "c-renamed-2", "failed", now_ms),
+        ("hook", "c-hook-old", "failed", now_ms - 8 * day),
+        ("hook", "c-hook-recent", "failed", now_ms - day),
+    ];
+    runtime.block_on(async {
+        let store = Store::open_for_writing(&db, gpuwatch::history::Durability::Normal)
+            .await
+            .expect("open");
+        for (receiver, fingerprint, state, due) in rows {
+            sqlx::query(
+                "INSERT INTO outbox (receiver, fingerprint, payload, created_ms, due_ms, attempts, state) \
+                 VALUES (?, ?, '{}', ?, ?, 1, ?)",
+            )
+            .bind(receiver)
+            .bind(fingerprint)
+            .bind(due)
+            .bind(due)
+            .bind(state)
+            .execute(&store.pool)
+            .await
+            .expect("insert");
+        }
+        store.pool.close().await;
+    });
+
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let _hook = Hook::start(listener, |_| 200);
+    let config = config(dir.path(), port);
+    let agent = faults(&config, db.to_str().expect("utf-8"), "0");
+    let deadline = Instant::now() + LONG;
+    while !(agent.log().contains("no longer configured") && agent.log().contains("older than")) {
+        assert!(
+            Instant::now() < deadline,
+            "no cleanup logged:\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = plain(&agent.log());
+    let line = log
+        .lines()
+        .find(|l| l.contains("no longer configured"))
+        .expect("the line");
+    assert!(
+        line.contains("renamed") && line.contains("undelivered=1") && line.contains("failed=1"),
+        "{line}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("older than") && l.contains("removed=1")),
+        "{log}"
+    );
+    let left: Vec<String> = runtime.block_on(async {
+        let store = Store::open_read_only(&db).await.expect("open");
+        sqlx::query_scalar("SELECT fingerprint FROM outbox WHERE fingerprint LIKE 'c-%'")
+            .fetch_all(&store.pool)
+            .await
+            .expect("outbox")
+    });
+    assert_eq!(left, vec!["c-hook-recent".to_string()]);
+}
+
+/// `text` without ANSI colour codes.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -190,7 +190,9 @@ fn tls_and_basic_auth_guard_every_path() {
         "/-/healthy",
         "/-/ready",
         "/api/v1/snapshot",
+        "/api/v1/gpus",
         "/",
+        "/assets/app.js",
     ] {
         let (status, headers, _) = get(&client, &url(path), None).expect("TLS request");
         assert_eq!(status, 401, "{path} without credentials");

@@ -9,6 +9,7 @@ pub const NAMES: &[&str] = &[
     "memory-pressure",
     "faults",
     "golden",
+    "h200",
 ];
 
 /// The TOML text of shipped scenario `name`.
@@ -21,6 +22,7 @@ pub fn get(name: &str) -> Option<&'static str> {
         "memory-pressure" => include_str!("../scenarios/memory-pressure.toml"),
         "faults" => include_str!("../scenarios/faults.toml"),
         "golden" => include_str!("../scenarios/golden.toml"),
+        "h200" => include_str!("../scenarios/h200.toml"),
         _ => return None,
     })
 }

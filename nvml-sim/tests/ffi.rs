@@ -178,9 +178,183 @@ fn init_error() {
     ));
 }
 
+/// What the real H200 answered (scripts/nvml_probe.py on driver 580.159.04),
+/// as (query name → value or error text).
+fn real_h200(label: &str) -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/real-h200/probe-{label}.json"));
+    let text = std::fs::read_to_string(&path).expect("real-h200 fixture");
+    let probe: serde_json::Value = serde_json::from_str(&text).expect("fixture is JSON");
+    probe["devices"][0].clone()
+}
+
+/// The real card's answer to `query`: `Ok(value)` or `Err(error text)`.
+fn answer<'a>(real: &'a serde_json::Value, query: &str) -> Result<&'a serde_json::Value, String> {
+    let entry = &real[query];
+    match entry.get("value") {
+        Some(v) => Ok(v),
+        None => Err(entry["error"].as_str().unwrap_or("missing").to_string()),
+    }
+}
+
+fn as_u64(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("{v} is not a number"))
+}
+
+/// The `h200` scenario against what the real card returned: the same
+/// answers where the card's are fixed (identity, sizes, limits, thresholds,
+/// what is NOT_SUPPORTED), close ones for readings (idle at t=30 s, under
+/// load at t=150 s), and the real driver's slowness where it is large.
+fn h200_matches_the_real_card() {
+    for (label, time) in [("idle", "30"), ("load", "150")] {
+        let real = real_h200(label);
+        let nvml = open("builtin:h200", Some(time)).expect("init h200");
+        assert_eq!(nvml.sys_driver_version().expect("driver"), "580.159.04");
+        assert_eq!(nvml.sys_cuda_driver_version().expect("cuda"), 13000);
+        let d = nvml.device_by_index(0).expect("gpu 0");
+        let r = |q: &str| answer(&real, q);
+        assert_eq!(
+            Some(d.name().expect("name").as_str()),
+            r("name").expect("real name").as_str()
+        );
+        assert_eq!(
+            d.pci_info().expect("pci").pci_device_id,
+            as_u64(&r("pci").expect("pci")["pciDeviceId"]) as u32
+        );
+        // Memory: v2 semantics (used excludes the reserved part).
+        let mem = d.memory_info().expect("memory");
+        let real_mem = r("memory_v2").expect("real memory");
+        assert_eq!(mem.total, as_u64(&real_mem["total"]));
+        assert_eq!(mem.reserved >> 20, as_u64(&real_mem["reserved"]) >> 20);
+        let used_mib = as_u64(&real_mem["used"]) >> 20;
+        assert!(
+            (mem.used >> 20).abs_diff(used_mib) <= 16,
+            "{label}: used {} MiB, real {used_mib} MiB",
+            mem.used >> 20
+        );
+        // Thresholds 0-3 as the card; the rest NOT_SUPPORTED, as on the card.
+        use TemperatureThreshold::*;
+        for (kind, name) in [(Shutdown, 0), (Slowdown, 1), (MemoryMax, 2), (GpuMax, 3)] {
+            let real = as_u64(r(&format!("temperature_threshold_{name}")).expect("threshold"));
+            assert_eq!(
+                u64::from(d.temperature_threshold(kind).expect("threshold")),
+                real
+            );
+        }
+        for name in 4..8 {
+            assert_eq!(
+                r(&format!("temperature_threshold_{name}")),
+                Err("Not Supported".into())
+            );
+        }
+        assert!(matches!(
+            d.temperature_threshold(AcousticMin),
+            Err(NvmlError::NotSupported)
+        ));
+        // Limits and maxima.
+        assert_eq!(
+            u64::from(d.enforced_power_limit().expect("limit")),
+            as_u64(r("power_enforced_limit_mw").expect("limit"))
+        );
+        assert_eq!(
+            u64::from(d.power_management_limit_default().expect("default")),
+            as_u64(r("power_default_limit_mw").expect("default"))
+        );
+        for (clock, name) in [
+            (Clock::SM, "sm"),
+            (Clock::Memory, "mem"),
+            (Clock::Video, "video"),
+        ] {
+            let real = as_u64(r(&format!("clock_max_{name}_mhz")).expect("max clock"));
+            assert_eq!(u64::from(d.max_clock_info(clock).expect("max clock")), real);
+        }
+        // No fans; page retirement unsupported; rows remapped, none.
+        assert_eq!(
+            u64::from(d.num_fans().expect("fans")),
+            as_u64(r("num_fans").expect("fans"))
+        );
+        assert_eq!(r("fan_speed"), Err("Not Supported".into()));
+        assert!(matches!(d.fan_speed(0), Err(NvmlError::NotSupported)));
+        assert_eq!(r("retired_pages_dbe"), Err("Not Supported".into()));
+        assert!(matches!(
+            d.retired_pages(
+                nvml_wrapper::enum_wrappers::device::RetirementCause::DoubleBitEccError
+            ),
+            Err(NvmlError::NotSupported)
+        ));
+        assert!(r("remapped_rows").is_ok());
+        assert!(d.is_ecc_enabled().expect("ecc").currently_enabled);
+        assert_eq!(
+            u64::from(d.current_pcie_link_gen().expect("pcie gen")),
+            as_u64(r("pcie_gen").expect("pcie gen"))
+        );
+        // Readings: utilization exact (steps), power, SM clock, temperature close.
+        let util = d.utilization_rates().expect("util");
+        let real_util = r("utilization").expect("util");
+        assert_eq!(u64::from(util.gpu), as_u64(&real_util["gpu"]), "{label}");
+        assert_eq!(
+            u64::from(util.memory),
+            as_u64(&real_util["memory"]),
+            "{label}"
+        );
+        let power = f64::from(d.power_usage().expect("power")) / 1000.0;
+        let real_power = as_u64(r("power_usage_mw").expect("power")) as f64 / 1000.0;
+        assert!(
+            (power - real_power).abs() < 15.0,
+            "{label}: {power} W vs real {real_power} W"
+        );
+        let sm = f64::from(d.clock_info(Clock::SM).expect("sm"));
+        let real_sm = as_u64(r("clock_sm_mhz").expect("sm")) as f64;
+        assert!(
+            (sm - real_sm).abs() <= 40.0,
+            "{label}: {sm} MHz vs real {real_sm} MHz"
+        );
+        let temp = f64::from(d.temperature(TemperatureSensor::Gpu).expect("temp"));
+        let real_temp = as_u64(r("temperature_gpu").expect("temp")) as f64;
+        assert!(
+            (temp - real_temp).abs() <= 2.0,
+            "{label}: {temp} °C vs real {real_temp} °C"
+        );
+        // Clock-event reasons: idle bit at rest, the power cap under load.
+        assert_eq!(
+            d.current_throttle_reasons().expect("reasons").bits(),
+            as_u64(r("clock_events_current").expect("reasons")),
+            "{label}"
+        );
+        // Processes: the job and the holder, with their memory, under load.
+        let mut pids: Vec<(u32, u64)> = d
+            .running_compute_processes()
+            .expect("processes")
+            .iter()
+            .map(|p| match p.used_gpu_memory {
+                UsedGpuMemory::Used(bytes) => (p.pid, bytes >> 20),
+                UsedGpuMemory::Unavailable => (p.pid, 0),
+            })
+            .collect();
+        pids.sort();
+        let mut real_pids: Vec<(u32, u64)> = r("processes_compute")
+            .expect("processes")
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|p| (as_u64(&p["pid"]) as u32, as_u64(&p["usedGpuMemory"]) >> 20))
+            .collect();
+        real_pids.sort();
+        assert_eq!(pids, real_pids, "{label}");
+        // The real driver's cost: the energy counter takes ~3 ms to read.
+        let started = std::time::Instant::now();
+        d.total_energy_consumption().expect("energy");
+        assert!(started.elapsed() >= std::time::Duration::from_micros(2900));
+        let started = std::time::Instant::now();
+        d.field_values_for(&[FieldId(83)]).expect("energy field");
+        assert!(started.elapsed() >= std::time::Duration::from_micros(3300));
+    }
+}
+
 #[test]
 fn simulator_through_nvml_wrapper() {
     golden();
     faults();
     init_error();
+    h200_matches_the_real_card();
 }

@@ -58,7 +58,7 @@ pub struct Filter {
     pub limit: i64,
 }
 
-/// The transitions that match, oldest first (the newest `limit` of them).
+/// The transitions that match, newest first, at most `limit`.
 pub async fn transitions(pool: &SqlitePool, filter: &Filter) -> Result<Vec<Record>, sqlx::Error> {
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT ts, alertname, target, from_state, to_state, severity, value, labels, annotations \
@@ -76,7 +76,7 @@ pub async fn transitions(pool: &SqlitePool, filter: &Filter) -> Result<Vec<Recor
     .bind(filter.limit)
     .fetch_all(pool)
     .await?;
-    let mut records: Vec<Record> = rows
+    let records: Vec<Record> = rows
         .into_iter()
         .map(
             |(ts, alertname, target, from, to, severity, value, labels, annotations)| {
@@ -97,6 +97,5 @@ pub async fn transitions(pool: &SqlitePool, filter: &Filter) -> Result<Vec<Recor
             },
         )
         .collect();
-    records.reverse();
     Ok(records)
 }

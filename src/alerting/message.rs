@@ -10,15 +10,17 @@ use serde_json::{json, Map, Value};
 use super::plan::Message;
 use super::store::Outgoing;
 
-/// The outbox rows for `messages`.
-pub fn outgoing(messages: &[Message]) -> Vec<Outgoing> {
+/// The outbox rows for `messages`, whose links point at `external_url`.
+pub fn outgoing(messages: &[Message], external_url: &str) -> Vec<Outgoing> {
     messages
         .iter()
         .filter_map(|m| {
             let bodies: Vec<Value> = m
                 .notices
                 .iter()
-                .filter_map(|n| crate::notify::webhook::payload(&n.transition, &m.receiver, ""))
+                .filter_map(|n| {
+                    crate::notify::webhook::payload(&n.transition, &m.receiver, external_url)
+                })
                 .collect();
             let fingerprints: Vec<&str> =
                 m.notices.iter().map(|n| n.fingerprint.as_str()).collect();

@@ -64,6 +64,32 @@ pub async fn restore(
     (state, tx, rx)
 }
 
+/// The alerts of the state saved in the database that a receiver with
+/// `route` is to hear about: firing, taken by the route, neither silenced
+/// (silences as stored now) nor inhibited. What the Alertmanager receiver
+/// re-sends from, so that its re-sends survive a restart and agree with the
+/// outbox.
+pub async fn saved_alerts(
+    pool: &sqlx::SqlitePool,
+    route: &Route,
+) -> Result<Vec<crate::rules::Alert>, String> {
+    let Some(state) = store::load(pool).await? else {
+        return Ok(Vec::new());
+    };
+    let silences = silences::list(pool).await.map_err(|e| e.to_string())?;
+    let mutes = mute::Mutes::new(&state, &silences, ms(SystemTime::now()));
+    Ok(state
+        .alerts
+        .iter()
+        .filter(|(key, alert)| {
+            matches!(alert.state, AlertState::Firing { .. })
+                && route.matches(&alert.labels)
+                && !mutes.of(key, alert).is_muted()
+        })
+        .map(|(_, alert)| alert.clone())
+        .collect())
+}
+
 /// Where the alerting task keeps its state: the history database, the
 /// receivers that notifications go to, and the silences.
 #[derive(Debug, Clone)]
@@ -74,6 +100,8 @@ pub struct Persist {
     pub receivers: Vec<Destination>,
     /// The silences, kept in the same database.
     pub silences: Silences,
+    /// The agent's external URL, for the messages' links.
+    pub external_url: String,
 }
 
 fn ms(t: SystemTime) -> i64 {
@@ -152,7 +180,7 @@ pub async fn run(
             || !changes.is_empty()
             || (changed && last_save.elapsed() >= SAVE_EVERY)
         {
-            let rows = message::outgoing(&messages);
+            let rows = message::outgoing(&messages, &p.external_url);
             match store::save(&p.store.pool, &state, &transitions, &rows, &changes).await {
                 Ok(()) => {
                     last_save = std::time::Instant::now();

@@ -78,9 +78,11 @@ pub fn alerts(options: AlertsOptions) -> anyhow::Result<()> {
         gpu: options.gpu.clone(),
         limit: 100_000,
     };
-    let records = runtime
+    let mut records = runtime
         .block_on(transitions(&store.pool, &filter))
         .map_err(|e| anyhow!("cannot read the alert history from {}: {e}", path.display()))?;
+    // Oldest first, as `gpuwatch events` lists.
+    records.reverse();
     let keep = |a: &Value| {
         options
             .alertname

@@ -278,7 +278,11 @@ async fn serve_until_signal(
     } else {
         format!("{scheme}://{bound}")
     };
-    info!(address = %bound, "Serving {shown}/metrics (landing page at {shown}/).");
+    info!(address = %bound, "Serving {shown}/metrics");
+    info!("Web view: open {shown}/ in a browser (live GPUs, history charts, alerts).");
+    let external_url = config
+        .server
+        .external_url_or(scheme, &hostname(config), bound.port());
     if security.tls.is_some() || security.auth.is_some() {
         info!(
             web_config = %security.file.display(),
@@ -321,6 +325,10 @@ async fn serve_until_signal(
             Some(store) if !config.receivers.is_empty() => {
                 let mut stats = Vec::new();
                 for receiver in &config.receivers {
+                    let mut receiver = receiver.clone();
+                    if let crate::notify::ReceiverKind::Alertmanager(am) = &mut receiver.kind {
+                        am.external_url = external_url.clone();
+                    }
                     let s = Arc::new(crate::notify::ReceiverStats::new(&receiver.name));
                     stats.push(s.clone());
                     receivers.push(crate::alerting::Destination {
@@ -328,7 +336,7 @@ async fn serve_until_signal(
                         route: receiver.route.clone(),
                     });
                     dispatchers.push(tokio::spawn(crate::notify::run(
-                        receiver.clone(),
+                        receiver,
                         store.pool.clone(),
                         s,
                         shutdown_rx.clone(),
@@ -343,6 +351,13 @@ async fn serve_until_signal(
             }
             _ => {}
         }
+        if let Some(store) = &store {
+            dispatchers.push(tokio::spawn(crate::notify::cleanup::run(
+                store.pool.clone(),
+                receivers.iter().map(|r| r.name.clone()).collect(),
+                shutdown_rx.clone(),
+            )));
+        }
         alerts_task = Some(tokio::spawn(crate::alerting::run(
             run.rules,
             state,
@@ -352,6 +367,7 @@ async fn serve_until_signal(
                     store,
                     receivers,
                     silences,
+                    external_url: external_url.clone(),
                 }),
             run.snapshots,
             sampler.snapshots(),

@@ -5,6 +5,7 @@
 //! problem is reported at once, each with file, line and field.
 
 mod raw;
+mod receivers;
 mod route;
 
 use std::fmt;
@@ -73,6 +74,20 @@ pub struct ServerConfig {
     pub web_config: Option<PathBuf>,
     /// Other exporters' metric families exported as well (`--metrics-compat`).
     pub metrics_compat: Vec<MetricsCompat>,
+    /// The URL people reach the agent at, ending in `/` (notifications
+    /// link to it); `None` for `http(s)://HOSTNAME:PORT/`, see
+    /// [`ServerConfig::external_url_or`].
+    pub external_url: Option<String>,
+}
+
+impl ServerConfig {
+    /// The external URL: the configured one, or `SCHEME://HOSTNAME:PORT/`
+    /// for the port the agent listens on.
+    pub fn external_url_or(&self, scheme: &str, hostname: &str, port: u16) -> String {
+        self.external_url
+            .clone()
+            .unwrap_or_else(|| format!("{scheme}://{hostname}:{port}/"))
+    }
 }
 
 /// Sampling settings.
@@ -257,6 +272,21 @@ impl Config {
             "10s",
             Duration::from_millis(100),
         );
+        let external_url = server.external_url.as_ref().and_then(|u| {
+            if receivers::is_http_url(u.get_ref()) {
+                Some(format!("{}/", u.get_ref().trim_end_matches('/')))
+            } else {
+                v.problem(
+                    "server.external_url",
+                    Some(u.span()),
+                    &format!(
+                        "\"{}\" is not an http:// or https:// URL; write it like \"https://gpu-node-1.example.com:9842/\"",
+                        u.get_ref()
+                    ),
+                );
+                None
+            }
+        });
         let mut metrics_compat = Vec::new();
         for name in server.metrics_compat.iter().flatten() {
             match MetricsCompat::parse(name.get_ref()) {
@@ -360,6 +390,7 @@ impl Config {
                 request_timeout,
                 web_config: server.web_config,
                 metrics_compat,
+                external_url,
             },
             sampler: SamplerConfig {
                 interval,
@@ -433,190 +464,6 @@ impl Validator<'_> {
                 fallback
             }
         }
-    }
-
-    fn receivers(&mut self, raw: Vec<raw::RawReceiver>) -> Vec<crate::notify::ReceiverConfig> {
-        let mut receivers: Vec<crate::notify::ReceiverConfig> = Vec::new();
-        let mut names: Vec<String> = Vec::new();
-        for (i, r) in raw.into_iter().enumerate() {
-            let field = |name: &str| format!("receivers[{i}].{name}");
-            let before = self.problems.len();
-            let name = match &r.name {
-                Some(n) if n.get_ref().trim().is_empty() => {
-                    self.problem(&field("name"), Some(n.span()), "must not be empty");
-                    String::new()
-                }
-                Some(n) if names.contains(n.get_ref()) => {
-                    self.problem(
-                        &field("name"),
-                        Some(n.span()),
-                        &format!("\"{}\" names another receiver already", n.get_ref()),
-                    );
-                    String::new()
-                }
-                Some(n) => {
-                    names.push(n.get_ref().clone());
-                    n.get_ref().clone()
-                }
-                None => {
-                    self.problem(
-                        &field("name"),
-                        None,
-                        "is missing: give each receiver a name",
-                    );
-                    String::new()
-                }
-            };
-            match r.kind.as_ref().map(|k| (k.get_ref().as_str(), k.span())) {
-                Some(("webhook", _)) => {}
-                Some((kind @ ("email" | "alertmanager"), span)) => self.problem(
-                    &field("type"),
-                    Some(span),
-                    &format!("\"{kind}\" receivers are not built yet; use \"webhook\""),
-                ),
-                Some((other, span)) => self.problem(
-                    &field("type"),
-                    Some(span),
-                    &format!("\"{other}\" is not a receiver type; use \"webhook\""),
-                ),
-                None => self.problem(&field("type"), None, "is missing; use type = \"webhook\""),
-            }
-            let url = match &r.url {
-                Some(u)
-                    if u.get_ref().starts_with("http://")
-                        || u.get_ref().starts_with("https://") =>
-                {
-                    u.get_ref().clone()
-                }
-                Some(u) => {
-                    self.problem(
-                        &field("url"),
-                        Some(u.span()),
-                        &format!("\"{}\" is not an http:// or https:// URL", u.get_ref()),
-                    );
-                    String::new()
-                }
-                None => {
-                    self.problem(
-                        &field("url"),
-                        None,
-                        "is missing: where should notifications go?",
-                    );
-                    String::new()
-                }
-            };
-            let headers = r
-                .headers
-                .as_ref()
-                .map(|h| h.get_ref().clone())
-                .unwrap_or_default();
-            if let Some(h) = &r.headers {
-                for key in h.get_ref().keys() {
-                    if key.is_empty()
-                        || !key
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
-                    {
-                        self.problem(
-                            &field("headers"),
-                            Some(h.span()),
-                            &format!("\"{key}\" is not a header name"),
-                        );
-                    }
-                }
-            }
-            let sources = [
-                r.bearer_token.as_ref().map(|t| ("bearer_token", t.span())),
-                r.bearer_token_file
-                    .as_ref()
-                    .map(|t| ("bearer_token_file", t.span())),
-                r.bearer_token_env
-                    .as_ref()
-                    .map(|t| ("bearer_token_env", t.span())),
-            ];
-            let given: Vec<_> = sources.iter().flatten().collect();
-            if given.len() > 1 {
-                self.problem(
-                    &field(given[1].0),
-                    Some(given[1].1.clone()),
-                    "give the bearer token one way only: bearer_token, bearer_token_file or bearer_token_env",
-                );
-            }
-            let mut bearer_token = None;
-            if let Some(t) = &r.bearer_token {
-                bearer_token = Some(crate::notify::Secret::new(t.get_ref().clone()));
-            } else if let Some(f) = &r.bearer_token_file {
-                match std::fs::read_to_string(f.get_ref()) {
-                    Ok(text) => {
-                        bearer_token = Some(crate::notify::Secret::new(text.trim().to_string()))
-                    }
-                    Err(e) => self.problem(
-                        &field("bearer_token_file"),
-                        Some(f.span()),
-                        &format!("cannot read {}: {e}", f.get_ref().display()),
-                    ),
-                }
-            } else if let Some(var) = &r.bearer_token_env {
-                match std::env::var(var.get_ref()) {
-                    Ok(text) if !text.trim().is_empty() => {
-                        bearer_token = Some(crate::notify::Secret::new(text.trim().to_string()))
-                    }
-                    _ => self.problem(
-                        &field("bearer_token_env"),
-                        Some(var.span()),
-                        &format!(
-                            "the environment variable {} is not set or empty",
-                            var.get_ref()
-                        ),
-                    ),
-                }
-            }
-            let timeout = self.duration(
-                &field("timeout"),
-                r.timeout.as_ref(),
-                "10s",
-                Duration::from_millis(100),
-            );
-            let retry_min = self.duration(
-                &field("retry_min"),
-                r.retry_min.as_ref(),
-                "1s",
-                Duration::from_millis(10),
-            );
-            let retry_max = self.duration(
-                &field("retry_max"),
-                r.retry_max.as_ref(),
-                "5m",
-                Duration::from_millis(10),
-            );
-            let backoff = match crate::notify::Backoff::new(retry_min, retry_max) {
-                Ok(b) => b,
-                Err(e) => {
-                    let span = r
-                        .retry_max
-                        .as_ref()
-                        .or(r.retry_min.as_ref())
-                        .map(Spanned::span);
-                    self.problem(&field("retry_max"), span, &e);
-                    crate::notify::Backoff::default()
-                }
-            };
-            let route = self.route(&field, &r);
-            if self.problems.len() == before {
-                receivers.push(crate::notify::ReceiverConfig {
-                    name,
-                    webhook: crate::notify::WebhookConfig {
-                        url,
-                        headers,
-                        bearer_token,
-                        timeout,
-                    },
-                    backoff,
-                    route,
-                });
-            }
-        }
-        receivers
     }
 
     fn history(&mut self, raw: raw::RawHistory) -> HistoryConfig {

@@ -30,7 +30,7 @@ pub struct RawConfig {
 pub struct RawReceiver {
     /// Its name.
     pub name: Option<Spanned<String>>,
-    /// "webhook".
+    /// "webhook" or "alertmanager".
     #[serde(rename = "type")]
     pub kind: Option<Spanned<String>>,
     /// Where to POST.
@@ -43,8 +43,18 @@ pub struct RawReceiver {
     pub bearer_token_file: Option<Spanned<PathBuf>>,
     /// An environment variable holding the bearer token.
     pub bearer_token_env: Option<Spanned<String>>,
+    /// User name for basic auth (or the mail server's login).
+    pub username: Option<Spanned<String>>,
+    /// The password itself.
+    pub password: Option<Spanned<String>>,
+    /// A file holding the password.
+    pub password_file: Option<Spanned<PathBuf>>,
+    /// An environment variable holding the password.
+    pub password_env: Option<Spanned<String>>,
     /// Time limit of one request.
     pub timeout: Option<Spanned<String>>,
+    /// Alertmanager: how often firing alerts are sent again.
+    pub resend_interval: Option<Spanned<String>>,
     /// First retry delay.
     pub retry_min: Option<Spanned<String>>,
     /// Longest retry delay.
@@ -72,6 +82,8 @@ pub struct RawServer {
     pub max_connections: Option<Spanned<usize>>,
     /// Request time limit.
     pub request_timeout: Option<Spanned<String>>,
+    /// The URL users reach the agent at (links in notifications).
+    pub external_url: Option<Spanned<String>>,
     /// Web configuration file (TLS, basic auth).
     pub web_config: Option<PathBuf>,
     /// Drop-in metric families of other exporters.

@@ -87,10 +87,13 @@ fn webhook_receivers_are_read_and_checked() {
     let config = Config::parse(source, "ok.toml").expect("valid");
     let r = &config.receivers[0];
     assert_eq!(r.name, "ops");
-    assert_eq!(r.webhook.timeout, Duration::from_secs(3));
-    assert_eq!(r.webhook.headers["X-Team"], "gpu");
+    let crate::notify::ReceiverKind::Webhook(hook) = &r.kind else {
+        panic!("a webhook: {r:?}");
+    };
+    assert_eq!(hook.timeout, Duration::from_secs(3));
+    assert_eq!(hook.headers["X-Team"], "gpu");
     assert_eq!(
-        r.webhook.bearer_token.as_ref().map(|t| t.expose()),
+        hook.bearer_token.as_ref().map(|t| t.expose()),
         Some("s3cret")
     );
     assert!(
@@ -98,17 +101,17 @@ fn webhook_receivers_are_read_and_checked() {
         "the token is never shown"
     );
 
-    let bad = "[[receivers]]\nname = \"ops\"\ntype = \"email\"\nurl = \"ftp://x\"\nbearer_token = \"a\"\nbearer_token_env = \"GPUWATCH_TEST_NO_SUCH_VARIABLE\"\n\n[[receivers]]\nname = \"ops\"\ntype = \"webhook\"\nurl = \"http://x\"\nretry_min = \"10s\"\nretry_max = \"1s\"\n";
+    let bad = "[[receivers]]\nname = \"ops\"\ntype = \"webhook\"\nurl = \"ftp://x\"\nbearer_token = \"a\"\nbearer_token_env = \"GPUWATCH_TEST_NO_SUCH_VARIABLE\"\n\n[[receivers]]\nname = \"ops\"\ntype = \"webhook\"\nurl = \"http://x\"\nretry_min = \"10s\"\nretry_max = \"1s\"\n\n[[receivers]]\nname = \"pager\"\ntype = \"pager\"\n";
     let Err(ConfigError::Invalid(problems)) = Config::parse(bad, "bad.toml") else {
         panic!("expected problems");
     };
     let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
     for field in [
-        "receivers[0].type",
         "receivers[0].url",
         "receivers[0].bearer_token_env",
         "receivers[1].name",
         "receivers[1].retry_max",
+        "receivers[2].type",
     ] {
         assert!(
             text.iter()
@@ -117,4 +120,89 @@ fn webhook_receivers_are_read_and_checked() {
         );
     }
     assert!(!text.join("\n").contains("\"a\""), "{text:#?}");
+}
+
+#[test]
+fn alertmanager_receivers_are_read_and_checked() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let password = dir.path().join("am-password");
+    std::fs::write(&password, "pa55word\n").expect("write");
+    let source = format!(
+        "[[receivers]]\nname = \"am\"\ntype = \"alertmanager\"\nurl = \"http://alertmanager:9093/\"\nusername = \"gpuwatch\"\npassword_file = \"{}\"\nresend_interval = \"30s\"\n\n[[receivers]]\nname = \"am2\"\ntype = \"alertmanager\"\nurl = \"https://am.example\"\nbearer_token = \"tok\"\n",
+        password.display()
+    );
+    let config = Config::parse(&source, "ok.toml").expect("valid");
+    let crate::notify::ReceiverKind::Alertmanager(am) = &config.receivers[0].kind else {
+        panic!("an alertmanager: {:?}", config.receivers[0]);
+    };
+    assert_eq!(am.endpoint(), "http://alertmanager:9093/api/v2/alerts");
+    assert_eq!(am.resend_interval, Duration::from_secs(30));
+    assert_eq!(am.valid_for(), Duration::from_secs(120));
+    assert_eq!(am.timeout, Duration::from_secs(10));
+    assert!(matches!(
+        &am.auth,
+        Some(crate::notify::Auth::Basic { username, password })
+            if username == "gpuwatch" && password.expose() == "pa55word"
+    ));
+    let crate::notify::ReceiverKind::Alertmanager(am2) = &config.receivers[1].kind else {
+        panic!("an alertmanager: {:?}", config.receivers[1]);
+    };
+    assert_eq!(am2.resend_interval, Duration::from_secs(60), "the default");
+    assert!(matches!(&am2.auth, Some(crate::notify::Auth::Bearer(t)) if t.expose() == "tok"));
+    assert!(!format!("{config:?}").contains("pa55word"));
+
+    let bad = "[[receivers]]\nname = \"a\"\ntype = \"alertmanager\"\nurl = \"http://am:9093/api/v2/alerts\"\nresend_interval = \"100ms\"\n\n[[receivers]]\nname = \"b\"\ntype = \"alertmanager\"\nurl = \"http://am:9093\"\nusername = \"u\"\n\n[[receivers]]\nname = \"c\"\ntype = \"alertmanager\"\nurl = \"http://am:9093\"\nusername = \"u\"\npassword = \"secret-pw\"\nbearer_token = \"t\"\n\n[[receivers]]\nname = \"d\"\ntype = \"webhook\"\nurl = \"http://hook\"\nresend_interval = \"1m\"\n";
+    let Err(ConfigError::Invalid(problems)) = Config::parse(bad, "bad.toml") else {
+        panic!("expected problems");
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    for (prefix, says) in [
+        ("bad.toml:4:7: receivers[0].url", "base URL"),
+        ("bad.toml:5:19: receivers[0].resend_interval", "too short"),
+        ("bad.toml:11:12: receivers[1].username", "needs a password"),
+        ("bad.toml:17:12: receivers[2].username", "not both"),
+        (
+            "bad.toml:25:19: receivers[3].resend_interval",
+            "not a setting of \"webhook\"",
+        ),
+    ] {
+        assert!(
+            text.iter()
+                .any(|t| t.starts_with(prefix) && t.contains(says)),
+            "{prefix} ... {says} in {text:#?}"
+        );
+    }
+    assert_eq!(text.len(), 5, "{text:#?}");
+    assert!(!text.join("\n").contains("secret-pw"), "{text:#?}");
+}
+
+#[test]
+fn external_url_is_checked_and_defaults_to_host_and_port() {
+    let config = Config::parse("", "empty.toml").expect("valid");
+    assert_eq!(
+        config.server.external_url_or("http", "node1", 9842),
+        "http://node1:9842/"
+    );
+    let config = Config::parse(
+        "[server]\nexternal_url = \"https://gpu.example.com/watch\"\n",
+        "ok.toml",
+    )
+    .expect("valid");
+    assert_eq!(
+        config.server.external_url_or("http", "node1", 9842),
+        "https://gpu.example.com/watch/"
+    );
+    let Err(ConfigError::Invalid(problems)) =
+        Config::parse("[server]\nexternal_url = \"gpu.example.com\"\n", "bad.toml")
+    else {
+        panic!("expected a problem");
+    };
+    assert_eq!(problems.len(), 1);
+    assert!(
+        problems[0]
+            .to_string()
+            .starts_with("bad.toml:2:16: server.external_url: \"gpu.example.com\" is not an http:// or https:// URL"),
+        "{}",
+        problems[0]
+    );
 }

@@ -44,7 +44,7 @@ fn no_alerting() -> HttpResponse {
 fn no_history() -> HttpResponse {
     error(
         StatusCode::NOT_FOUND,
-        "silences and alert history are kept in the history database, and history is off on this agent ([history] enabled = false, or --no-history)",
+        "history is disabled on this agent ([history] enabled = false, or --no-history): silences and the alert history are kept in the history database",
     )
 }
 
@@ -70,7 +70,8 @@ pub fn alerts(state: &HttpState) -> HttpResponse {
     json_response(StatusCode::OK, &json!({ "alerts": list }))
 }
 
-/// `GET /api/v1/alerts/history?from=-1d&to=now&alertname=&gpu=&limit=`.
+/// `GET /api/v1/alerts/history?from=-1d&to=now&alertname=&gpu=&limit=200`:
+/// stored transitions, newest first.
 pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
     let Some(api) = &state.history else {
         return no_history();
@@ -86,9 +87,9 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
         Err(message) => return bad("to", &message),
     };
     let limit = match p.get("limit").map(|l| l.parse::<i64>()) {
-        None => 1000,
-        Some(Ok(l)) if (1..=100_000).contains(&l) => l,
-        Some(_) => return bad("limit", "must be a number from 1 to 100000"),
+        None => 200,
+        Some(Ok(l)) if (1..=10_000).contains(&l) => l,
+        Some(_) => return bad("limit", "must be a number from 1 to 10000"),
     };
     for name in p.keys() {
         if !["from", "to", "alertname", "gpu", "limit"].contains(&name.as_str()) {

@@ -1,5 +1,5 @@
-//! The HTTP server: /metrics, /-/healthy, /-/ready, /api/v1/snapshot and a
-//! landing page at /.
+//! The HTTP server: /metrics, /-/healthy, /-/ready, the JSON API under
+//! /api/v1/ and the built-in web view at / ([`web`]).
 //!
 //! `serve(listener, ..., shutdown)`: the caller binds the socket and owns
 //! shutdown, so tests bind 127.0.0.1:0 and talk real TCP. Connections are
@@ -11,10 +11,11 @@
 
 mod alerts_api;
 pub mod auth;
+mod gpus;
 mod history_api;
-mod landing;
 mod routes;
 pub mod tls;
+pub mod web;
 pub mod webconfig;
 
 use std::convert::Infallible;
@@ -41,7 +42,7 @@ pub use webconfig::WebSecurity;
 pub struct HttpState {
     /// Encodes /metrics.
     pub exporter: Exporter,
-    /// The latest snapshot, for readiness, the landing page and the API.
+    /// The latest snapshot, for readiness, the web view and the API.
     pub snapshots: SnapshotReceiver,
     /// Snapshot age beyond which the agent is not ready.
     pub stale_after: Duration,

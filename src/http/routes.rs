@@ -14,7 +14,7 @@ use tracing::error;
 use crate::exporter::self_metrics::snapshot_age;
 use crate::exporter::Format;
 
-use super::{alerts_api, history_api, landing, HttpState};
+use super::{alerts_api, gpus, history_api, web, HttpState};
 
 /// Response type of every handler.
 pub type HttpResponse = Response<Full<Bytes>>;
@@ -45,11 +45,15 @@ pub async fn handle(state: &HttpState, request: Request<Incoming>) -> HttpRespon
         "/api/v1/events" => history_api::events(state, request.uri().query()).await,
         "/api/v1/alerts" => alerts_api::alerts(state),
         "/api/v1/alerts/history" => alerts_api::history(state, request.uri().query()).await,
-        "/" => html(landing::render(state)),
-        _ => text(
-            StatusCode::NOT_FOUND,
-            "not found: try /metrics, /-/healthy, /-/ready or /\n",
-        ),
+        "/api/v1/gpus" => json_value(&gpus::document(state)),
+        "/" => web::index(request),
+        path => match path.strip_prefix("/assets/") {
+            Some(name) => web::asset(name, request),
+            None => text(
+                StatusCode::NOT_FOUND,
+                "not found: try / (the web view), /metrics, /-/healthy, /-/ready or /api/v1/gpus\n",
+            ),
+        },
     }
 }
 
@@ -98,7 +102,8 @@ fn metrics(state: &HttpState, request: &Request<Incoming>) -> HttpResponse {
     response
 }
 
-fn accepts_gzip(accept_encoding: &str) -> bool {
+/// Whether an `Accept-Encoding` header accepts gzip.
+pub fn accepts_gzip(accept_encoding: &str) -> bool {
     accept_encoding.split(',').any(|part| {
         let mut pieces = part.split(';');
         let coding = pieces.next().unwrap_or("").trim();
@@ -198,8 +203,8 @@ pub fn text(status: StatusCode, body: &str) -> HttpResponse {
     respond(status, "text/plain; charset=utf-8", body.to_string())
 }
 
-fn html(body: String) -> HttpResponse {
-    respond(StatusCode::OK, "text/html; charset=utf-8", body)
+fn json_value(value: &serde_json::Value) -> HttpResponse {
+    respond(StatusCode::OK, "application/json", value.to_string())
 }
 
 /// A response with a body and content type.

@@ -1,19 +1,32 @@
 //! One receiver's dispatcher: sends the head of its outbox queue when due,
 //! and records what became of it. Receivers have a dispatcher each, so one
 //! receiver's outage never holds up another's messages.
+//!
+//! An Alertmanager receiver's dispatcher also re-sends the firing alerts
+//! every `resend_interval` (see [`super::alertmanager`]), read from the
+//! alert state saved in the database: that state is committed with the
+//! transitions and their outbox rows, so it survives a restart and agrees
+//! with what the outbox sent; and because the re-send runs in this same
+//! task, between two outbox messages, it never overtakes a resolved
+//! message with a stale firing one.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use sqlx::SqlitePool;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::{now_ms, outbox, random_unit, webhook, Outcome, ReceiverConfig, ReceiverStats};
+use super::alertmanager::{self, AlertmanagerConfig};
+use super::{now_ms, outbox, random_unit, Outcome, ReceiverConfig, ReceiverKind, ReceiverStats};
 
 /// How often the outbox is looked at when nothing is due (new rows are
 /// noticed within this).
 const POLL: Duration = Duration::from_millis(500);
+/// The first re-send after a start waits at most this long (less with a
+/// shorter `resend_interval`), so that the first evaluation has resolved
+/// what stopped firing while the agent was down.
+const FIRST_RESEND: Duration = Duration::from_secs(10);
 
 /// Runs until `shutdown` turns true.
 pub async fn run(
@@ -22,18 +35,38 @@ pub async fn run(
     stats: Arc<ReceiverStats>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let config = Arc::new(receiver.webhook.clone());
+    let kind = Arc::new(receiver.kind.clone());
+    let mut resend = match &receiver.kind {
+        ReceiverKind::Alertmanager(config) => Some(Resend {
+            config: Arc::new(config.clone()),
+            next: Instant::now() + config.resend_interval.min(FIRST_RESEND),
+            failing: false,
+            route: receiver.route.clone(),
+        }),
+        _ => None,
+    };
     loop {
         if *shutdown.borrow() {
             break;
         }
-        let wait = match step(&receiver, &config, &pool, &stats, &mut shutdown).await {
+        if let Some(resend) = &mut resend {
+            if Instant::now() >= resend.next {
+                resend
+                    .run(&receiver.name, &pool, &stats, &mut shutdown)
+                    .await;
+                resend.next = Instant::now() + resend.config.resend_interval;
+            }
+        }
+        let mut wait = match step(&receiver, &kind, &pool, &stats, &mut shutdown).await {
             Ok(wait) => wait,
             Err(e) => {
                 warn!(receiver = %receiver.name, error = %e, "Cannot read or update the notification outbox; trying again shortly.");
                 POLL
             }
         };
+        if let Some(resend) = &resend {
+            wait = wait.min(resend.next.saturating_duration_since(Instant::now()));
+        }
         if wait.is_zero() {
             continue;
         }
@@ -48,7 +81,7 @@ pub async fn run(
 /// next look.
 async fn step(
     receiver: &ReceiverConfig,
-    config: &Arc<super::WebhookConfig>,
+    kind: &Arc<ReceiverKind>,
     pool: &SqlitePool,
     stats: &ReceiverStats,
     shutdown: &mut watch::Receiver<bool>,
@@ -63,8 +96,8 @@ async fn step(
         return Ok(Duration::from_millis((row.due_ms - now) as u64).min(POLL));
     }
     let body = row.payload.clone();
-    let sending = config.clone();
-    let sent = tokio::task::spawn_blocking(move || webhook::send(&sending, &body));
+    let sending = kind.clone();
+    let sent = tokio::task::spawn_blocking(move || sending.send(&body));
     // At shutdown the row stays, and goes out again after the restart.
     let outcome = tokio::select! {
         done = sent => done.unwrap_or_else(|e| Outcome::Retry(format!("the sending thread failed: {e}"))),
@@ -93,4 +126,70 @@ async fn step(
     let (depth, oldest) = outbox::depth(pool, &receiver.name).await?;
     stats.set_depth(depth, oldest);
     Ok(Duration::ZERO)
+}
+
+/// An Alertmanager receiver's periodic re-send of its firing alerts.
+struct Resend {
+    config: Arc<AlertmanagerConfig>,
+    next: Instant,
+    /// The last re-send failed (so the next failure is not logged loudly
+    /// again).
+    failing: bool,
+    /// The receiver's route: only the alerts it takes are re-sent.
+    route: crate::alerting::Route,
+}
+
+impl Resend {
+    /// Sends the alerts firing now, as saved in the database. A failure is
+    /// not retried: the next re-send is due in `resend_interval` anyway.
+    async fn run(
+        &mut self,
+        receiver: &str,
+        pool: &SqlitePool,
+        stats: &ReceiverStats,
+        shutdown: &mut watch::Receiver<bool>,
+    ) {
+        let alerts = match crate::alerting::saved_alerts(pool, &self.route).await {
+            Ok(alerts) => alerts,
+            Err(e) => {
+                warn!(receiver = %receiver, error = %e, "Cannot read the firing alerts to re-send to Alertmanager; trying again at the next re-send.");
+                return;
+            }
+        };
+        let Some(body) = alertmanager::resend_body(
+            &alerts,
+            &self.config.external_url,
+            SystemTime::now(),
+            self.config.valid_for(),
+        ) else {
+            return;
+        };
+        let config = self.config.clone();
+        let sent = tokio::task::spawn_blocking(move || alertmanager::post(&config, &body));
+        let outcome = tokio::select! {
+            done = sent => done.unwrap_or_else(|e| Outcome::Retry(format!("the sending thread failed: {e}"))),
+            _ = shutdown.changed() => return,
+        };
+        stats.count(&outcome);
+        let next = humantime::format_duration(self.config.resend_interval);
+        match &outcome {
+            Outcome::Delivered => {
+                if self.failing {
+                    info!(receiver = %receiver, "Firing alerts re-sent to Alertmanager again.");
+                } else {
+                    debug!(receiver = %receiver, "Firing alerts re-sent to Alertmanager.");
+                }
+                self.failing = false;
+            }
+            Outcome::Retry(why) | Outcome::Permanent(why) => {
+                if self.failing {
+                    debug!(receiver = %receiver, error = %why, next_in = %next, "Cannot re-send the firing alerts to Alertmanager.");
+                } else {
+                    warn!(receiver = %receiver, error = %why, next_in = %next,
+                        "Cannot re-send the firing alerts to Alertmanager; trying again at the next re-send (they expire there 4 re-send intervals after the last one that arrived).");
+                }
+                self.failing = true;
+            }
+        }
+    }
 }

@@ -9,10 +9,14 @@
 //! failed, kept with the reason. Delivery is at least once, each message
 //! carrying the alert's stable fingerprint as its dedup key.
 //!
-//! Receivers built: the generic webhook (Alertmanager webhook v4 body).
+//! Receivers built: the generic webhook (Alertmanager webhook v4 body) and
+//! Alertmanager push (its v2 API, with periodic re-sends while firing).
 
+pub mod alertmanager;
 mod backoff;
+pub mod cleanup;
 mod dispatcher;
+pub mod http;
 pub mod outbox;
 pub mod webhook;
 
@@ -28,8 +32,10 @@ use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::exporter::families::{unit, Family};
 
+pub use alertmanager::AlertmanagerConfig;
 pub use backoff::{random_unit, Backoff};
 pub use dispatcher::run;
+pub use http::Auth;
 
 /// What one attempt to send came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,12 +89,48 @@ pub struct WebhookConfig {
 pub struct ReceiverConfig {
     /// Its name (outbox rows and metrics carry it).
     pub name: String,
-    /// How to reach it.
-    pub webhook: WebhookConfig,
+    /// What kind of receiver it is, with that kind's settings.
+    pub kind: ReceiverKind,
     /// Retry delays.
     pub backoff: Backoff,
     /// Which alerts it gets, how often they repeat, how long it groups.
     pub route: crate::alerting::Route,
+}
+
+/// The kinds of receiver, each with its settings.
+///
+/// Every outbox row holds the same neutral message (the Alertmanager
+/// webhook v4 JSON of [`webhook::payload`]); each kind renders what it sends
+/// from it. Adding a kind means a module with a blocking
+/// `send(&Config, payload_json) -> Outcome`, a variant here and its arm in
+/// [`ReceiverKind::send`] (plus its `[[receivers]]` validation in
+/// `crate::config`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReceiverKind {
+    /// `type = "webhook"`: POSTs the v4 JSON as it is.
+    Webhook(WebhookConfig),
+    /// `type = "alertmanager"`: pushes postable alerts to Alertmanager's
+    /// API, and re-sends the firing ones periodically.
+    Alertmanager(AlertmanagerConfig),
+}
+
+impl ReceiverKind {
+    /// The `type` as written in the config ("webhook", ...), for logs.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ReceiverKind::Webhook(_) => "webhook",
+            ReceiverKind::Alertmanager(_) => "alertmanager",
+        }
+    }
+
+    /// Sends one outbox message (`payload`: the v4 JSON) and says what
+    /// became of it. Blocking: the dispatcher runs it on a blocking thread.
+    pub fn send(&self, payload: &str) -> Outcome {
+        match self {
+            ReceiverKind::Webhook(config) => webhook::send(config, payload),
+            ReceiverKind::Alertmanager(config) => alertmanager::send(config, payload),
+        }
+    }
 }
 
 /// One receiver's counts, for the metrics.

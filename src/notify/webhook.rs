@@ -3,16 +3,17 @@
 //! and one POST with its outcome.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use serde_json::{json, Value};
 
 use crate::rules::{AlertState, Transition};
 
+use super::http::{post_json, Auth};
 use super::{Outcome, WebhookConfig};
 
 /// Alertmanager's "zero" time, the `endsAt` of an alert still firing.
-const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 
 /// The alert's stable dedup key: FNV-1a (64 bits, hex) over its sorted
 /// labels. The same alert (rule, GPU, labels) always gets the same one,
@@ -33,8 +34,19 @@ pub fn fingerprint(labels: &BTreeMap<String, String>) -> String {
     format!("{hash:016x}")
 }
 
-fn rfc3339(t: SystemTime) -> String {
+/// `t` as RFC 3339 UTC with milliseconds, as Alertmanager writes times.
+pub fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// The `generatorURL` of the agent's alerts: its alerts API under
+/// `external_url` (empty when that is).
+pub fn generator_url(external_url: &str) -> String {
+    if external_url.is_empty() {
+        String::new()
+    } else {
+        format!("{}/api/v1/alerts", external_url.trim_end_matches('/'))
+    }
 }
 
 /// The message for a transition to firing or resolved (`None` for other
@@ -50,11 +62,7 @@ pub fn payload(t: &Transition, receiver: &str, external_url: &str) -> Option<Val
         _ => return None,
     };
     let alertname = t.key.rule.clone();
-    let generator = if external_url.is_empty() {
-        String::new()
-    } else {
-        format!("{}/api/v1/alerts", external_url.trim_end_matches('/'))
-    };
+    let generator = generator_url(external_url);
     Some(json!({
         "version": "4",
         "groupKey": format!("{{}}:{{alertname=\"{alertname}\"}}"),
@@ -77,82 +85,24 @@ pub fn payload(t: &Transition, receiver: &str, external_url: &str) -> Option<Val
     }))
 }
 
-/// Sorts an HTTP answer (or its absence) into delivered, retry or failed:
-/// 2xx delivered; 408, 429, 5xx and network errors retry; anything else
-/// (other 4xx, redirects, which are not followed) fails for good.
-pub fn classify(result: Result<u16, String>) -> Outcome {
-    match result {
-        Ok(status) if (200..300).contains(&status) => Outcome::Delivered,
-        Ok(status) if status == 408 || status == 429 || status >= 500 => {
-            Outcome::Retry(format!("HTTP {status}"))
-        }
-        Ok(status) => Outcome::Permanent(format!("HTTP {status}")),
-        Err(error) => Outcome::Retry(error),
-    }
-}
-
-/// POSTs `body` to the webhook (blocking: run it on a blocking thread).
-/// Errors name the receiver's URL, never its token or headers.
+/// POSTs `body` to the webhook as it is (blocking: run it on a blocking
+/// thread). Errors name the receiver's URL, never its token or headers.
 pub fn send(config: &WebhookConfig, body: &str) -> Outcome {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(config.timeout))
-        .user_agent(concat!("gpuwatch/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into();
-    let mut request = agent
-        .post(&config.url)
-        .header("Content-Type", "application/json");
-    for (name, value) in &config.headers {
-        request = request.header(name, value);
-    }
-    if let Some(token) = &config.bearer_token {
-        request = request.header("Authorization", &format!("Bearer {}", token.expose()));
-    }
-    classify(
-        request
-            .send(body)
-            .map(|response| response.status().as_u16())
-            .map_err(|e| describe(&e, config.timeout)),
+    let auth = config.bearer_token.clone().map(Auth::Bearer);
+    post_json(
+        &config.url,
+        &config.headers,
+        auth.as_ref(),
+        config.timeout,
+        body,
     )
-}
-
-fn describe(error: &ureq::Error, timeout: Duration) -> String {
-    match error {
-        ureq::Error::Timeout(_) => {
-            format!("no answer within {}", humantime::format_duration(timeout))
-        }
-        ureq::Error::Io(e) => format!("network error: {e}"),
-        ureq::Error::ConnectionFailed => "connection failed".to_string(),
-        ureq::Error::HostNotFound => "host not found".to_string(),
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rules::{AlertKey, Target};
-
-    #[test]
-    fn classes_follow_the_http_status() {
-        assert_eq!(classify(Ok(200)), Outcome::Delivered);
-        assert_eq!(classify(Ok(204)), Outcome::Delivered);
-        for status in [408, 429, 500, 503] {
-            assert!(
-                matches!(classify(Ok(status)), Outcome::Retry(_)),
-                "{status}"
-            );
-        }
-        for status in [400, 401, 404, 301] {
-            assert!(
-                matches!(classify(Ok(status)), Outcome::Permanent(_)),
-                "{status}"
-            );
-        }
-        assert!(matches!(classify(Err("refused".into())), Outcome::Retry(_)));
-    }
+    use std::time::Duration;
 
     #[test]
     fn firing_and_resolved_messages_have_the_v4_shape() {

@@ -188,15 +188,21 @@ impl GpuSim {
             Feature::Mig => spec.mig.is_none(),
             _ => false,
         };
-        let faulted = self
-            .faults
-            .iter()
-            .any(|f| f.effect == FaultEffect::NotSupported(feature) && f.active(t));
-        if hardware_lacks || faulted || spec.unsupported.contains(&feature) {
+        if hardware_lacks || self.switched_off(feature, t) {
             Err(Unavailable::NotSupported)
         } else {
             Ok(())
         }
+    }
+
+    /// Whether the scenario makes `feature` NOT_SUPPORTED at `t` (listed in
+    /// `unsupported`, or a `not_supported` fault is active).
+    fn switched_off(&self, feature: Feature, t: f64) -> bool {
+        self.spec().unsupported.contains(&feature)
+            || self
+                .faults
+                .iter()
+                .any(|f| f.effect == FaultEffect::NotSupported(feature) && f.active(t))
     }
 
     fn gated<T>(
@@ -483,8 +489,17 @@ impl GpuSim {
         })
     }
 
-    /// Number of fans.
+    /// Number of fans. A fanless board (an SXM module) answers 0, as a real
+    /// H200 does; only its fan speed reads are NOT_SUPPORTED.
     pub fn fan_count(&self, t: f64) -> Result<u32, Unavailable> {
+        if self.spec().fans == 0 {
+            self.check(None, t)?;
+            return if self.switched_off(Feature::Fan, t) {
+                Err(Unavailable::NotSupported)
+            } else {
+                Ok(0)
+            };
+        }
         self.gated(Feature::Fan, t, || self.spec().fans)
     }
 

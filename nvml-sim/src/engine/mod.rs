@@ -109,6 +109,15 @@ impl Engine {
         &self.scenario
     }
 
+    /// Wall-clock µs field `id` adds to a field-values batch (`[latency]`).
+    pub fn field_latency_us(&self, id: u32) -> u64 {
+        self.scenario
+            .field_latency_us
+            .get(&id)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Number of GPUs.
     pub fn gpu_count(&self) -> usize {
         self.gpus.len()

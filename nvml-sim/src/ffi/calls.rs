@@ -84,9 +84,39 @@ nvml_functions!(
 
 static COUNTS: [AtomicU64; NAMES.len()] = [const { AtomicU64::new(0) }; NAMES.len()];
 
+/// Wall-clock µs each function takes (the scenario's `[latency]`; 0: none).
+static LATENCY_US: [AtomicU64; NAMES.len()] = [const { AtomicU64::new(0) }; NAMES.len()];
+
+/// Sets the per-function latencies of the scenario being run (names were
+/// checked when the scenario was parsed); functions not named take none.
+pub(crate) fn set_latencies(latency_us: &std::collections::BTreeMap<String, u64>) {
+    for (i, name) in NAMES.iter().enumerate() {
+        let us = latency_us.get(*name).copied().unwrap_or(0);
+        LATENCY_US[i].store(us, Ordering::Relaxed);
+    }
+}
+
+/// Takes `us` microseconds of wall-clock time, as a real driver's call
+/// does. Short waits spin: a sleep costs at least the kernel's timer slack
+/// (50 µs), which would make a 6 µs call ten times too slow.
+pub(crate) fn take_time(us: u64) {
+    const SPIN_BELOW_US: u64 = 200;
+    let wait = std::time::Duration::from_micros(us);
+    if us == 0 {
+    } else if us < SPIN_BELOW_US {
+        let start = std::time::Instant::now();
+        while start.elapsed() < wait {
+            std::hint::spin_loop();
+        }
+    } else {
+        std::thread::sleep(wait);
+    }
+}
+
 /// Counts the call, runs `body` and turns its result (or a panic) into an NVML code.
 pub(crate) fn guard(func: Func, body: impl FnOnce() -> NvmlResult) -> nvmlReturn_t {
     COUNTS[func as usize].fetch_add(1, Ordering::Relaxed);
+    take_time(LATENCY_US[func as usize].load(Ordering::Relaxed));
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => nvmlReturn_enum_NVML_SUCCESS,
         Ok(Err(code)) => code,

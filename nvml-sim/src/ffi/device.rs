@@ -528,10 +528,13 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
             let gpu = rt.engine.gpu(index).ok_or(INVALID)?;
             gpu.check(None, t).map_err(state::code)?;
             let stamp = epoch_us() as i64;
+            let mut batch_us = 0;
             for i in 0..count as usize {
                 let entry = &mut *values.add(i);
+                let field_us = rt.engine.field_latency_us(entry.fieldId);
+                batch_us += field_us;
                 entry.timestamp = stamp;
-                entry.latencyUsec = 0;
+                entry.latencyUsec = field_us as i64;
                 match rt.engine.field(index, entry.fieldId, t) {
                     Ok(FieldValue::Uint(v)) => {
                         entry.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
@@ -546,6 +549,7 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
                     Err(why) => entry.nvmlReturn = state::code(why),
                 }
             }
+            super::calls::take_time(batch_us);
             Ok(())
         })
     })

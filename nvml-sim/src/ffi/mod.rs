@@ -14,6 +14,12 @@ mod out;
 mod state;
 mod system;
 
+/// Names of the NVML functions the simulator implements (scenario files
+/// name them in `[latency]`).
+pub(crate) fn function_names() -> &'static [&'static str] {
+    calls::NAMES
+}
+
 pub use calls::{nvmlSimCallCount, nvmlSimResetCallCounts, nvmlSimTotalCalls};
 pub use device::*;
 pub use events::*;

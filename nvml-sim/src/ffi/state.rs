@@ -69,6 +69,7 @@ pub(crate) fn init() -> Result<(), nvmlReturn_t> {
     if let Some(code) = runtime.engine.init_error(runtime.clock.now()) {
         return Err(code);
     }
+    super::calls::set_latencies(&runtime.engine.scenario().function_latency_us);
     state.runtime = Some(runtime);
     state.refcount += 1;
     Ok(())
@@ -83,6 +84,7 @@ pub(crate) fn shutdown() -> Result<(), nvmlReturn_t> {
     state.refcount -= 1;
     if state.refcount == 0 {
         state.runtime = None;
+        super::calls::set_latencies(&Default::default());
         super::events::free_all();
     }
     Ok(())

@@ -12,6 +12,7 @@ use crate::codes;
 use error::Locator;
 use nvml_wrapper_sys::bindings::nvmlReturn_t;
 use schema::{FaultKind, FaultSpec, GpuSpec, ScenarioFile};
+use std::collections::BTreeMap;
 use toml::Spanned;
 
 /// Default driver version reported when a scenario does not set one.
@@ -30,6 +31,10 @@ pub struct Scenario {
     pub(crate) init_error: Option<nvmlReturn_t>,
     pub(crate) gpus: Vec<GpuConfig>,
     pub(crate) faults: Vec<Fault>,
+    /// `[latency]`: µs per call of a function, by name.
+    pub(crate) function_latency_us: BTreeMap<String, u64>,
+    /// `[latency]`: µs a field adds to a field-values batch, by id.
+    pub(crate) field_latency_us: BTreeMap<u32, u64>,
 }
 
 /// One GPU after replication, with its resolved identity.
@@ -203,6 +208,7 @@ impl Builder<'_> {
             .enumerate()
             .map(|(i, fault)| self.fault(i, fault, gpus.len()))
             .collect::<Result<Vec<_>, _>>()?;
+        let (function_latency_us, field_latency_us) = self.latency()?;
         Ok(Scenario {
             name: f.name.clone(),
             description: f.description.clone(),
@@ -217,7 +223,41 @@ impl Builder<'_> {
             init_error,
             gpus,
             faults,
+            function_latency_us,
+            field_latency_us,
         })
+    }
+
+    /// Checks `[latency]`: known function names, numeric field ids.
+    #[allow(clippy::type_complexity)]
+    fn latency(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<u32, u64>), ScenarioError> {
+        let spec = &self.file.latency;
+        let us = |d: &Spanned<crate::duration::Duration>| (d.get_ref().secs() * 1e6).round() as u64;
+        let mut functions = BTreeMap::new();
+        for (name, delay) in &spec.functions {
+            if !crate::ffi::function_names().contains(&name.as_str()) {
+                return self.err(
+                    Some(delay.span()),
+                    format!("latency.functions.{name}"),
+                    format!(
+                        "`{name}` is not an NVML function the simulator implements (see nvml-sim/src/ffi/calls.rs)"
+                    ),
+                );
+            }
+            functions.insert(name.clone(), us(delay));
+        }
+        let mut fields = BTreeMap::new();
+        for (id, delay) in &spec.fields {
+            let Ok(number) = id.parse::<u32>() else {
+                return self.err(
+                    Some(delay.span()),
+                    format!("latency.fields.{id}"),
+                    "field keys are NVML field ids (numbers), such as \"83\" for the energy counter",
+                );
+            };
+            fields.insert(number, us(delay));
+        }
+        Ok((functions, fields))
     }
 
     fn error_code(

@@ -30,6 +30,22 @@ pub struct ScenarioFile {
     pub gpu: Vec<Spanned<GpuSpec>>,
     /// Timed faults.
     pub fault: Vec<FaultSpec>,
+    /// How long calls take, as a real driver's do.
+    pub latency: LatencySpec,
+}
+
+/// `[latency]`: wall-clock time each call takes, so the agent meets the
+/// costs a real driver has (an H200 on driver 580 takes ~3 ms to read the
+/// energy counter, ~1 µs for most calls). Real time, not scenario time.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LatencySpec {
+    /// NVML function name → time per call, e.g.
+    /// `nvmlDeviceGetTotalEnergyConsumption = "3ms"`.
+    pub functions: std::collections::BTreeMap<String, Spanned<Duration>>,
+    /// Field id (as a string key) → time that field adds to an
+    /// nvmlDeviceGetFieldValues batch, e.g. `"83" = "3.4ms"`.
+    pub fields: std::collections::BTreeMap<String, Spanned<Duration>>,
 }
 
 impl Default for ScenarioFile {
@@ -45,6 +61,7 @@ impl Default for ScenarioFile {
             init: InitSpec::default(),
             gpu: Vec::new(),
             fault: Vec::new(),
+            latency: LatencySpec::default(),
         }
     }
 }

@@ -79,3 +79,30 @@ fn replicas_get_distinct_identities() {
     );
     assert_eq!(s.driver_version(), DEFAULT_DRIVER_VERSION);
 }
+
+#[test]
+fn latency_names_functions_and_fields_or_says_where() {
+    let ok = Scenario::parse(
+        "name = \"t\"\n[[gpu]]\n[latency.functions]\nnvmlDeviceGetTotalEnergyConsumption = \"3ms\"\n[latency.fields]\n\"83\" = \"3.4ms\"\n",
+        "x.toml",
+    )
+    .expect("valid latency");
+    assert_eq!(
+        ok.function_latency_us["nvmlDeviceGetTotalEnergyConsumption"],
+        3000
+    );
+    assert_eq!(ok.field_latency_us[&83], 3400);
+    let e = err("name = \"t\"\n[[gpu]]\n[latency.functions]\nnvmlDeviceGetWarpDrive = \"1ms\"\n");
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (4, "latency.functions.nvmlDeviceGetWarpDrive"),
+        "{e}"
+    );
+    let e = err("name = \"t\"\n[[gpu]]\n[latency.fields]\nenergy = \"1ms\"\n");
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (4, "latency.fields.energy"),
+        "{e}"
+    );
+    assert!(e.message.contains("field ids"), "{e}");
+}

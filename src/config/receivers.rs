@@ -1,0 +1,404 @@
+//! `[[receivers]]` validation: the fields every receiver has (name, type,
+//! retry delays), then one function per receiver kind for its own fields.
+//! Adding a kind means its function here and its arm in
+//! [`Validator::receivers`].
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use crate::notify::{
+    AlertmanagerConfig, Auth, Backoff, ReceiverConfig, ReceiverKind, Secret, WebhookConfig,
+};
+
+use super::raw::RawReceiver;
+use super::Validator;
+
+/// The receiver types `type` accepts, for error messages.
+const TYPES: &str = "\"webhook\" or \"alertmanager\"";
+
+impl Validator<'_> {
+    /// Validates every `[[receivers]]` entry; only entries without problems
+    /// are returned (the caller fails on any problem anyway).
+    pub(super) fn receivers(&mut self, raw: Vec<RawReceiver>) -> Vec<ReceiverConfig> {
+        let mut receivers: Vec<ReceiverConfig> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        for (i, r) in raw.into_iter().enumerate() {
+            let at = format!("receivers[{i}]");
+            let before = self.problems.len();
+            let name = self.receiver_name(&at, &r, &mut names);
+            let kind = match r.kind.as_ref().map(|k| (k.get_ref().as_str(), k.span())) {
+                Some(("webhook", _)) => self.webhook(&at, &r).map(ReceiverKind::Webhook),
+                Some(("alertmanager", _)) => {
+                    self.alertmanager(&at, &r).map(ReceiverKind::Alertmanager)
+                }
+                Some((kind @ "email", span)) => {
+                    self.problem(
+                        &format!("{at}.type"),
+                        Some(span),
+                        &format!("\"{kind}\" receivers are not built yet; use {TYPES}"),
+                    );
+                    None
+                }
+                Some((other, span)) => {
+                    self.problem(
+                        &format!("{at}.type"),
+                        Some(span),
+                        &format!("\"{other}\" is not a receiver type; use {TYPES}"),
+                    );
+                    None
+                }
+                None => {
+                    self.problem(
+                        &format!("{at}.type"),
+                        None,
+                        &format!("is missing; use type = {TYPES}"),
+                    );
+                    None
+                }
+            };
+            let backoff = self.backoff(&at, &r);
+            let route = self.route(&|name| format!("{at}.{name}"), &r);
+            if let (Some(kind), true) = (kind, self.problems.len() == before) {
+                receivers.push(ReceiverConfig {
+                    name,
+                    kind,
+                    backoff,
+                    route,
+                });
+            }
+        }
+        receivers
+    }
+
+    fn receiver_name(&mut self, at: &str, r: &RawReceiver, names: &mut Vec<String>) -> String {
+        let field = format!("{at}.name");
+        match &r.name {
+            Some(n) if n.get_ref().trim().is_empty() => {
+                self.problem(&field, Some(n.span()), "must not be empty");
+                String::new()
+            }
+            Some(n) if names.contains(n.get_ref()) => {
+                self.problem(
+                    &field,
+                    Some(n.span()),
+                    &format!("\"{}\" names another receiver already", n.get_ref()),
+                );
+                String::new()
+            }
+            Some(n) => {
+                names.push(n.get_ref().clone());
+                n.get_ref().clone()
+            }
+            None => {
+                self.problem(&field, None, "is missing: give each receiver a name");
+                String::new()
+            }
+        }
+    }
+
+    fn backoff(&mut self, at: &str, r: &RawReceiver) -> Backoff {
+        let retry_min = self.duration(
+            &format!("{at}.retry_min"),
+            r.retry_min.as_ref(),
+            "1s",
+            Duration::from_millis(10),
+        );
+        let retry_max = self.duration(
+            &format!("{at}.retry_max"),
+            r.retry_max.as_ref(),
+            "5m",
+            Duration::from_millis(10),
+        );
+        match Backoff::new(retry_min, retry_max) {
+            Ok(b) => b,
+            Err(e) => {
+                let span = r
+                    .retry_max
+                    .as_ref()
+                    .or(r.retry_min.as_ref())
+                    .map(Spanned::span);
+                self.problem(&format!("{at}.retry_max"), span, &e);
+                Backoff::default()
+            }
+        }
+    }
+
+    /// `type = "webhook"`.
+    fn webhook(&mut self, at: &str, r: &RawReceiver) -> Option<WebhookConfig> {
+        self.unused_fields(
+            at,
+            "webhook",
+            &[
+                ("username", r.username.as_ref().map(Spanned::span)),
+                ("password", r.password.as_ref().map(Spanned::span)),
+                ("password_file", r.password_file.as_ref().map(Spanned::span)),
+                ("password_env", r.password_env.as_ref().map(Spanned::span)),
+                (
+                    "resend_interval",
+                    r.resend_interval.as_ref().map(Spanned::span),
+                ),
+            ],
+        );
+        let url = self.http_url(&format!("{at}.url"), r.url.as_ref());
+        let headers = self.headers(at, r);
+        let bearer_token = self.secret(
+            at,
+            "bearer_token",
+            "bearer token",
+            r.bearer_token.as_ref(),
+            r.bearer_token_file.as_ref(),
+            r.bearer_token_env.as_ref(),
+        );
+        let timeout = self.duration(
+            &format!("{at}.timeout"),
+            r.timeout.as_ref(),
+            "10s",
+            Duration::from_millis(100),
+        );
+        Some(WebhookConfig {
+            url: url?,
+            headers,
+            bearer_token,
+            timeout,
+        })
+    }
+
+    /// `type = "alertmanager"`. `external_url` is left empty: the agent
+    /// fills it in at start, once it knows its address.
+    fn alertmanager(&mut self, at: &str, r: &RawReceiver) -> Option<AlertmanagerConfig> {
+        let field = format!("{at}.url");
+        let url = self.http_url(&field, r.url.as_ref());
+        if let (Some(u), Some(raw)) = (&url, &r.url) {
+            if u.trim_end_matches('/').ends_with("/api/v2/alerts") {
+                self.problem(
+                    &field,
+                    Some(raw.span()),
+                    "give Alertmanager's base URL (like \"http://alertmanager:9093\"); the agent adds /api/v2/alerts",
+                );
+            }
+        }
+        let headers = self.headers(at, r);
+        let auth = self.http_auth(at, r);
+        let timeout = self.duration(
+            &format!("{at}.timeout"),
+            r.timeout.as_ref(),
+            "10s",
+            Duration::from_millis(100),
+        );
+        let resend_interval = self.duration(
+            &format!("{at}.resend_interval"),
+            r.resend_interval.as_ref(),
+            "1m",
+            Duration::from_secs(1),
+        );
+        Some(AlertmanagerConfig {
+            url: url?.trim_end_matches('/').to_string(),
+            headers,
+            auth,
+            timeout,
+            resend_interval,
+            external_url: String::new(),
+        })
+    }
+
+    /// Basic auth (`username` with `password`, `password_file` or
+    /// `password_env`) or a bearer token (`bearer_token`, `_file`, `_env`),
+    /// not both.
+    fn http_auth(&mut self, at: &str, r: &RawReceiver) -> Option<Auth> {
+        let bearer = self.secret(
+            at,
+            "bearer_token",
+            "bearer token",
+            r.bearer_token.as_ref(),
+            r.bearer_token_file.as_ref(),
+            r.bearer_token_env.as_ref(),
+        );
+        let password = self.secret(
+            at,
+            "password",
+            "password",
+            r.password.as_ref(),
+            r.password_file.as_ref(),
+            r.password_env.as_ref(),
+        );
+        let password_span = r
+            .password
+            .as_ref()
+            .map(Spanned::span)
+            .or_else(|| r.password_file.as_ref().map(Spanned::span))
+            .or_else(|| r.password_env.as_ref().map(Spanned::span));
+        match (&r.username, password_span, bearer) {
+            (Some(user), Some(_), Some(_)) => {
+                self.problem(
+                    &format!("{at}.username"),
+                    Some(user.span()),
+                    "give basic auth (username and password) or a bearer token, not both",
+                );
+                None
+            }
+            (Some(user), Some(_), None) => password.map(|password| Auth::Basic {
+                username: user.get_ref().clone(),
+                password,
+            }),
+            (Some(user), None, _) => {
+                self.problem(
+                    &format!("{at}.username"),
+                    Some(user.span()),
+                    "basic auth needs a password too: add password, password_file or password_env",
+                );
+                None
+            }
+            (None, Some(span), _) => {
+                self.problem(
+                    &format!("{at}.username"),
+                    Some(span),
+                    "a password needs a username (basic auth); add username",
+                );
+                None
+            }
+            (None, None, bearer) => bearer.map(Auth::Bearer),
+        }
+    }
+
+    /// A required http:// or https:// URL.
+    pub(super) fn http_url(
+        &mut self,
+        field: &str,
+        value: Option<&Spanned<String>>,
+    ) -> Option<String> {
+        match value {
+            Some(u) if is_http_url(u.get_ref()) => Some(u.get_ref().clone()),
+            Some(u) => {
+                self.problem(
+                    field,
+                    Some(u.span()),
+                    &format!(
+                        "\"{}\" is not an http:// or https:// URL; write it like \"https://host:port/path\"",
+                        u.get_ref()
+                    ),
+                );
+                None
+            }
+            None => {
+                self.problem(field, None, "is missing: where should notifications go?");
+                None
+            }
+        }
+    }
+
+    fn headers(&mut self, at: &str, r: &RawReceiver) -> std::collections::BTreeMap<String, String> {
+        let Some(h) = &r.headers else {
+            return Default::default();
+        };
+        for key in h.get_ref().keys() {
+            if key.is_empty()
+                || !key
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+            {
+                self.problem(
+                    &format!("{at}.headers"),
+                    Some(h.span()),
+                    &format!("\"{key}\" is not a header name"),
+                );
+            }
+        }
+        h.get_ref().clone()
+    }
+
+    /// A secret given one of three ways: `{base}` itself, `{base}_file` (a
+    /// file holding it, trimmed) or `{base}_env` (an environment variable
+    /// holding it). `what` names it in errors; the secret never appears in
+    /// one.
+    pub(super) fn secret(
+        &mut self,
+        at: &str,
+        base: &str,
+        what: &str,
+        value: Option<&Spanned<String>>,
+        file: Option<&Spanned<PathBuf>>,
+        env: Option<&Spanned<String>>,
+    ) -> Option<Secret> {
+        let given: Vec<(String, Range<usize>)> = [
+            value.map(|t| (base.to_string(), t.span())),
+            file.map(|t| (format!("{base}_file"), t.span())),
+            env.map(|t| (format!("{base}_env"), t.span())),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if given.len() > 1 {
+            self.problem(
+                &format!("{at}.{}", given[1].0),
+                Some(given[1].1.clone()),
+                &format!("give the {what} one way only: {base}, {base}_file or {base}_env"),
+            );
+        }
+        if let Some(t) = value {
+            return Some(Secret::new(t.get_ref().clone()));
+        }
+        if let Some(f) = file {
+            return match std::fs::read_to_string(f.get_ref()) {
+                Ok(text) => Some(Secret::new(text.trim().to_string())),
+                Err(e) => {
+                    self.problem(
+                        &format!("{at}.{base}_file"),
+                        Some(f.span()),
+                        &format!(
+                            "cannot read {}: {e}; check the path and that the agent may read it",
+                            f.get_ref().display()
+                        ),
+                    );
+                    None
+                }
+            };
+        }
+        if let Some(var) = env {
+            return match std::env::var(var.get_ref()) {
+                Ok(text) if !text.trim().is_empty() => Some(Secret::new(text.trim().to_string())),
+                _ => {
+                    self.problem(
+                        &format!("{at}.{base}_env"),
+                        Some(var.span()),
+                        &format!(
+                            "the environment variable {} is not set or empty; set it in the agent's environment",
+                            var.get_ref()
+                        ),
+                    );
+                    None
+                }
+            };
+        }
+        None
+    }
+
+    /// Reports each field given that the receiver's kind does not use, so a
+    /// setting is never silently ignored.
+    pub(super) fn unused_fields(
+        &mut self,
+        at: &str,
+        kind: &str,
+        fields: &[(&str, Option<Range<usize>>)],
+    ) {
+        for (name, span) in fields {
+            if let Some(span) = span {
+                self.problem(
+                    &format!("{at}.{name}"),
+                    Some(span.clone()),
+                    &format!("is not a setting of \"{kind}\" receivers; remove it"),
+                );
+            }
+        }
+    }
+}
+
+/// Whether `text` is an http:// or https:// URL with a host.
+pub(super) fn is_http_url(text: &str) -> bool {
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"));
+    matches!(rest, Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(char::is_whitespace))
+}

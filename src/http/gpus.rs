@@ -1,0 +1,169 @@
+//! `GET /api/v1/gpus`: the GPUs as a person reads them — one flat object per
+//! GPU with the values the web view's table shows (active clock-event
+//! reasons by name, thresholds next to their readings, Xid and ECC totals,
+//! processes), plus what the agent has turned on (history, alerting). Made
+//! from the latest snapshot; `/api/v1/snapshot` has everything, raw.
+
+use serde_json::{json, Value};
+
+use crate::gpu::reasons::CLOCK_EVENT_REASONS;
+use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus};
+
+use super::routes::Readiness;
+use super::HttpState;
+
+/// The document: agent facts and one entry per GPU.
+pub fn document(state: &HttpState) -> Value {
+    let snapshot = state.snapshots.borrow().clone();
+    let (ready, not_ready_reason) = match Readiness::of(state) {
+        Readiness::Ready => (true, None),
+        Readiness::NotReady(reason) => (false, Some(reason)),
+    };
+    let features = json!({
+        "history": state.history.is_some(),
+        "alerting": state.alerts.is_some(),
+    });
+    match snapshot {
+        None => json!({
+            "taken_at": null,
+            "hostname": null,
+            "ready": ready,
+            "not_ready_reason": not_ready_reason,
+            "features": features,
+            "gpus": [],
+        }),
+        Some(snapshot) => json!({
+            "taken_at": unix_seconds_f64(snapshot.taken_at),
+            "hostname": snapshot.hostname,
+            "driver_version": snapshot.system.driver_version,
+            "cuda_driver_version": snapshot.system.cuda_driver_version,
+            "ready": ready,
+            "not_ready_reason": not_ready_reason,
+            "features": features,
+            "gpus": snapshot.gpus.iter().map(gpu).collect::<Vec<_>>(),
+        }),
+    }
+}
+
+fn gpu(gpu: &GpuSnapshot) -> Value {
+    let r = &gpu.readings;
+    let h = &gpu.health;
+    let (status, lost_reason) = match &gpu.status {
+        GpuStatus::Up => ("up", None),
+        GpuStatus::Lost { reason } => ("lost", Some(reason.as_str())),
+    };
+    let reasons: Vec<Value> = r
+        .clock_event_reasons
+        .map(|mask| {
+            CLOCK_EVENT_REASONS
+                .iter()
+                .filter(|reason| mask & reason.bit != 0)
+                .map(|reason| json!({ "name": reason.name, "description": reason.description }))
+                .collect()
+        })
+        .unwrap_or_default();
+    let xid: Vec<Value> = gpu
+        .xid_errors
+        .iter()
+        .map(|x| json!({ "code": x.code, "count": x.count, "last_seen": unix_seconds_f64(x.last_seen) }))
+        .collect();
+    // Processes as the snapshot has them, so fields added there later (user,
+    // container) appear here without a change.
+    let processes = serde_json::to_value(&*gpu.processes).unwrap_or(Value::Array(Vec::new()));
+    json!({
+        "index": gpu.index,
+        "uuid": gpu.uuid,
+        "name": gpu.identity.name,
+        "status": status,
+        "lost_reason": lost_reason,
+        "utilization_percent": r.utilization_gpu_ratio.map(|u| u * 100.0),
+        "memory_used_bytes": r.memory.map(|m| m.used_bytes),
+        "memory_total_bytes": r.memory.map(|m| m.total_bytes),
+        "temperature_celsius": r.temperature_gpu_celsius,
+        "temperature_slowdown_celsius": gpu.identity.temperature_slowdown_celsius,
+        "temperature_shutdown_celsius": gpu.identity.temperature_shutdown_celsius,
+        "power_watts": r.power_watts,
+        "power_limit_watts": h.power_limit_watts,
+        "clock_event_reasons": reasons,
+        "xid_errors": xid,
+        "ecc_enabled": h.ecc_enabled,
+        "ecc_corrected_volatile": h.ecc.corrected_volatile,
+        "ecc_uncorrected_volatile": h.ecc.uncorrected_volatile,
+        "remapped_rows_pending": h.remapped_rows_pending,
+        "remapped_rows_failure": h.remapped_rows_failure,
+        "process_count": gpu.processes.len(),
+        "processes": processes,
+    })
+}
+
+/// The snapshot's GPUs, for tests of this module.
+#[cfg(test)]
+fn gpus(snapshot: &crate::gpu::Snapshot) -> Vec<Value> {
+    snapshot.gpus.iter().map(gpu).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use super::*;
+    use crate::gpu::{FastReadings, GpuIdentity, SlowReadings, Snapshot, SystemInfo};
+
+    fn one_gpu(status: GpuStatus, mask: Option<u64>) -> Snapshot {
+        Snapshot {
+            taken_at: SystemTime::now(),
+            hostname: "node".into(),
+            system: Arc::new(SystemInfo::default()),
+            gpus: vec![GpuSnapshot {
+                index: 0,
+                uuid: "GPU-0".into(),
+                status,
+                identity: Arc::new(GpuIdentity {
+                    name: Some("Test GPU".into()),
+                    temperature_slowdown_celsius: Some(88.0),
+                    ..GpuIdentity::default()
+                }),
+                readings: FastReadings {
+                    utilization_gpu_ratio: Some(0.5),
+                    clock_event_reasons: mask,
+                    ..FastReadings::default()
+                },
+                health: Arc::new(SlowReadings::default()),
+                processes: Arc::new(Vec::new()),
+                xid_errors: Arc::new(Vec::new()),
+                groups: Default::default(),
+            }],
+            collection: Default::default(),
+        }
+    }
+
+    #[test]
+    fn reasons_are_named_and_missing_readings_are_null() {
+        let list = gpus(&one_gpu(GpuStatus::Up, Some(0x40 | 0x4)));
+        let g = &list[0];
+        assert_eq!(g["utilization_percent"], 50.0);
+        assert_eq!(g["temperature_slowdown_celsius"], 88.0);
+        assert!(g["power_watts"].is_null(), "absent, not zero");
+        let names: Vec<&str> = g["clock_event_reasons"]
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|r| r["name"].as_str().expect("name"))
+            .collect();
+        assert_eq!(names, ["sw_power_cap", "hw_thermal_slowdown"]);
+    }
+
+    #[test]
+    fn a_lost_gpu_says_why() {
+        let list = gpus(&one_gpu(
+            GpuStatus::Lost {
+                reason: "gpu_lost".into(),
+            },
+            None,
+        ));
+        assert_eq!(list[0]["status"], "lost");
+        assert_eq!(list[0]["lost_reason"], "gpu_lost");
+        assert_eq!(list[0]["clock_event_reasons"], json!([]));
+    }
+}
