@@ -268,4 +268,76 @@ mod tests {
         );
         assert_eq!(load_notified(&store.pool).await.expect("load").len(), 1);
     }
+
+    #[tokio::test]
+    async fn the_alertmanager_resend_leaves_out_routed_away_silenced_and_inhibited_alerts() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open_for_writing(&dir.path().join("h.db"), Durability::Normal)
+            .await
+            .expect("open");
+        let now = std::time::SystemTime::now();
+        let firing = AlertState::Firing {
+            since: now,
+            last_true: now,
+        };
+        let on = |rule: &str, gpu: &str, severity: &str| {
+            let labels: BTreeMap<String, String> =
+                [("alertname", rule), ("gpu", gpu), ("severity", severity)]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+            (
+                AlertKey {
+                    rule: rule.into(),
+                    target: Target::Gpu(format!("GPU-{gpu}")),
+                },
+                Alert {
+                    state: firing,
+                    value: None,
+                    labels,
+                    annotations: BTreeMap::new(),
+                },
+            )
+        };
+        let state = EvalState {
+            alerts: [
+                on("GpuLost", "1", "critical"),
+                on("GpuXidFatal", "1", "critical"),
+                on("GpuHot", "2", "critical"),
+                on("GpuHot", "3", "critical"),
+                on("GpuMemoryPressure", "3", "warning"),
+            ]
+            .into_iter()
+            .collect(),
+            ..EvalState::default()
+        };
+        save(&store.pool, &state, &[], &[], &[])
+            .await
+            .expect("save");
+        let silences = crate::alerting::Silences::open(store.pool.clone(), 0)
+            .await
+            .expect("silences");
+        let now_ms = crate::notify::now_ms();
+        let new = crate::alerting::silence::NewSilence {
+            matchers: vec![Matcher::parse("gpu=2").unwrap()],
+            starts_ms: now_ms - 1000,
+            ends_ms: now_ms + 3_600_000,
+            created_by: "t".into(),
+            comment: "c".into(),
+        };
+        silences.add(&new, now_ms).await.expect("add");
+        let route = Route {
+            severities: vec![crate::rules::Severity::Critical],
+            ..Route::default()
+        };
+        let alerts = crate::alerting::saved_alerts(&store.pool, &route)
+            .await
+            .expect("alerts");
+        let names: Vec<String> = alerts
+            .iter()
+            .map(|a| format!("{}/{}", a.labels["alertname"], a.labels["gpu"]))
+            .collect();
+        // GpuXidFatal/1 inhibited, GpuHot/2 silenced, the warning routed away.
+        assert_eq!(names, vec!["GpuHot/3", "GpuLost/1"]);
+    }
 }
