@@ -62,6 +62,7 @@ impl Node {
                             name: Some("python3".into()),
                             kind: ProcessKind::Compute,
                             used_memory_bytes: Some(6 << 30),
+                            ..GpuProcess::default()
                         })
                         .collect(),
                 )
@@ -124,6 +125,7 @@ impl Node {
                         ..SlowReadings::default()
                     }),
                     processes: self.processes[g].clone(),
+                    mig_instances: Arc::default(),
                     xid_errors: Arc::default(),
                     groups: BTreeMap::new(),
                 }

@@ -643,6 +643,24 @@ def capacity():
                 "bytes", {"pid": ("PID", None), "process_name": ("Process", None), "type": ("Type", None),
                           "Value": ("GPU memory", "bytes")}, sort_by="GPU memory",
                 exclude=("Time", "job", "__name__", "uuid")), 12, 10)
+    L.row("Workload profiles")
+    L.add(bargauge("Instances that fit per GPU", targets((named("gpuwatch_gpu_capacity_fits%s" % s()), "{{instance}} GPU {{gpu}} {{profile}}"), instant=True),
+                   "short", "How many more instances of each [[profiles]] entry fit on each GPU now: free memory minus the margin, "
+                   "compute mode (exclusive and busy: 0), MIG instances, SM share.",
+                   th=thresholds((None, "red"), (1, "yellow"), (3, "green"))), 12, 10)
+    L.add(timeseries("Instances that fit per node", targets(('gpuwatch_node_capacity_fits{instance=~"$instance"}', "{{instance}} {{profile}}")),
+                     "short", "Sum over the node's GPUs; 0 means the profile fits nowhere (alert GpuCapacityExhausted:<profile>).", mn=0), 12, 10)
+    L.add(table("Who uses the GPUs", targets(("gpuwatch_process_info%s" % s(), ""), instant=True, table=True),
+                "short", {"gpu": ("GPU", None), "pid": ("PID", None), "process_name": ("Process", None), "user": ("User", None),
+                          "container_runtime": ("Runtime", None), "container_id": ("Container", None), "pod_uid": ("Pod UID", None),
+                          "gpu_instance": ("MIG GI", None), "mps_client": ("MPS client", None), "command": ("Command", None)},
+                "Top processes by memory per GPU, with their user, container and Kubernetes pod (from /proc).",
+                exclude=("Time", "job", "__name__", "uuid", "Value", "type")), 24, 10)
+    L.add(bargauge("MIG instance memory used", targets((named("gpuwatch_mig_instance_memory_used_bytes%s / gpuwatch_mig_instance_memory_total_bytes%s" % (s(), s())),
+                                                         "{{instance}} GPU {{gpu}} GI {{gpu_instance}}"), instant=True),
+                   "percentunit", "Used over total memory of each MIG GPU instance.", mn=0, mx=1, th=RATIO_TH), 12, 8)
+    L.add(timeseries("MPS clients", targets((named("gpuwatch_mps_clients%s" % s()), GPU_LEGEND)), "short",
+                     "Clients of an MPS server per GPU.", mn=0), 12, 8)
     return dashboard("gpuwatch-capacity", "gpuwatch / Capacity",
                      "Free memory, processes and headroom per GPU: where the next job fits.", L, True, ["capacity"])
 

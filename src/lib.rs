@@ -35,6 +35,7 @@
 
 pub mod alerting;
 pub mod app;
+pub mod capacity;
 pub mod config;
 pub mod exporter;
 pub mod gpu;

@@ -18,6 +18,7 @@ const EXAMPLES: &str = "Examples:
   gpuwatch run --metrics-compat dcgm,nvidia_smi  # also dcgm-exporter's and nvidia_gpu_exporter's names
   gpuwatch status                              # one sample, as a table
   gpuwatch status --simulate h100x8 --json
+  gpuwatch capacity --profile resnet50-inference  # how many more fit, per GPU and node
   gpuwatch validate --config gpuwatch.toml
   gpuwatch history --gpu 3 --metric temperature --since 6h --step 1m
   gpuwatch events --since 1d
@@ -146,6 +147,15 @@ enum Command {
         /// Print the snapshot as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Take one sample and print how many more instances of each workload
+    /// profile ([[profiles]] in the config) fit on each GPU and the node.
+    Capacity {
+        #[command(flatten)]
+        source: SourceArgs,
+        /// Only this profile.
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
 }
 
@@ -362,6 +372,9 @@ fn main() -> ExitCode {
             app::validate(config.as_deref(), web_config.as_deref())
         }
         Command::Status { source, json } => app::status(source.into(), json).map(|()| true),
+        Command::Capacity { source, profile } => {
+            app::capacity(source.into(), profile.as_deref()).map(|()| true)
+        }
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

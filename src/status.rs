@@ -118,19 +118,93 @@ pub fn render(snapshot: &Snapshot) -> String {
                 format!("  Xid {}", xid.join(" "))
             }
         );
+        let _ = writeln!(out, "     {}", sharing_line(gpu));
         for p in gpu.processes.iter() {
+            let mut extra = Vec::new();
+            if let Some(sm) = p.sm_utilization_ratio {
+                extra.push(format!("sm {:.0}%", sm * 100.0));
+            }
+            if let Some(host) = p.host.as_deref() {
+                if let Some(user) = &host.user {
+                    extra.push(user.clone());
+                }
+                if let Some(c) = &host.container {
+                    let runtime = c.runtime.map_or("container", |r| r.as_str());
+                    extra.push(format!(
+                        "{runtime}:{}",
+                        c.id.chars().take(12).collect::<String>()
+                    ));
+                    if let Some(pod) = &c.pod_uid {
+                        extra.push(format!("pod {pod}"));
+                    }
+                }
+            }
+            if let Some(gi) = p.gpu_instance_id {
+                extra.push(format!("gi {gi}"));
+            }
+            if p.mps_client {
+                extra.push("mps client".into());
+            }
             let _ = writeln!(
                 out,
-                "     pid {:>7}  {:<9} {:<24} {}",
+                "     pid {:>7}  {:<9} {:<24} {:>10}  {}",
                 p.pid,
                 p.kind.as_str(),
                 truncate(p.name.as_deref().unwrap_or("?"), 24),
                 p.used_memory_bytes
-                    .map_or_else(dash, |b| format!("{:.0} MiB", b as f64 / MIB))
+                    .map_or_else(dash, |b| format!("{:.0} MiB", b as f64 / MIB)),
+                extra.join("  ")
             );
         }
     }
     out
+}
+
+/// Compute mode, MIG instances, MPS and the process count of one GPU.
+fn sharing_line(gpu: &crate::gpu::GpuSnapshot) -> String {
+    let h = &gpu.health;
+    let mut parts = vec![format!("mode {}", h.compute_mode.unwrap_or("?"))];
+    match h.mig_enabled {
+        Some(true) => {
+            let instances: Vec<String> = gpu
+                .mig_instances
+                .iter()
+                .map(|m| {
+                    format!(
+                        "gi {} {:.1}/{:.1} GiB",
+                        m.gpu_instance_id,
+                        m.memory_used_bytes as f64 / GIB,
+                        m.memory_total_bytes as f64 / GIB
+                    )
+                })
+                .collect();
+            parts.push(format!("MIG on ({})", instances.join(", ")));
+        }
+        Some(false) => parts.push("MIG off".into()),
+        None => {}
+    }
+    let server = gpu
+        .processes
+        .iter()
+        .any(crate::gpu::GpuProcess::is_mps_server);
+    let clients = gpu.processes.iter().filter(|p| p.mps_client).count();
+    if server || clients > 0 {
+        parts.push(format!(
+            "MPS {}, {clients} client{}",
+            if server {
+                "server running"
+            } else {
+                "no server seen"
+            },
+            if clients == 1 { "" } else { "s" }
+        ));
+    }
+    parts.push(format!(
+        "{} process{}",
+        gpu.processes.len(),
+        if gpu.processes.len() == 1 { "" } else { "es" }
+    ));
+    parts.join("  ")
 }
 
 fn truncate(text: &str, width: usize) -> String {

@@ -32,7 +32,20 @@ fn scrape_golden() -> Metrics {
     // History commits every second, so its metrics have values too.
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("gpuwatch.toml");
-    std::fs::write(&config, "[history]\nbatch_interval = \"1s\"\n").expect("config");
+    // Host facts for the scenario's pids come from a fixture /proc tree; one
+    // process per GPU gets its own series, the rest are summed (pid="other").
+    let proc_root = fixture("fixtures/proc-golden/proc");
+    std::fs::write(
+        &config,
+        format!(
+            "[history]\nbatch_interval = \"1s\"\n[sampler]\nproc_root = {:?}\nprocess_top_n = 1\n\
+             [capacity]\nmemory_margin = \"1GiB\"\n\
+             [[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n\
+             [[profiles]]\nname = \"a100-big\"\nmemory = \"30GiB\"\nmodel = \"A100\"\n",
+            proc_root.to_str().expect("utf-8 path")
+        ),
+    )
+    .expect("config");
     let agent = Agent::start(
         scenario.to_str().expect("utf-8 path"),
         &["--config", config.to_str().expect("utf-8 path")],
@@ -190,6 +203,60 @@ fn golden_metrics_match_promtool_and_the_readme() {
         Some(10240.0 * 1048576.0)
     );
     assert_eq!(metrics.value("gpuwatch_gpu_processes", &gpu0), Some(2.0));
+    // process_top_n = 1: tritonserver (4096 MiB) is summed into "other".
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_process_memory_used_bytes",
+            &[("gpu", "0"), ("pid", "other")]
+        ),
+        Some(4096.0 * 1048576.0)
+    );
+    assert!(metrics
+        .find("gpuwatch_process_info", &[("pid", "4343")])
+        .is_empty());
+    // 75 % GPU utilization shared by memory: 75 × 10240 / 14336 = 53.6 → 54 %.
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_process_sm_utilization_ratio",
+            &[("gpu", "0"), ("pid", "4242")]
+        ),
+        Some(0.54)
+    );
+    // Host facts from tests/fixtures/proc-golden.
+    let info = metrics.find("gpuwatch_process_info", &[("pid", "4242")]);
+    assert_eq!(info.len(), 1);
+    let labels = &info[0].labels;
+    let label = |k: &str| labels.get(k).map(String::as_str);
+    assert_eq!(label("user"), Some("alice"));
+    assert_eq!(label("container_runtime"), Some("docker"));
+    assert_eq!(label("gpu_instance"), Some("1"));
+    assert_eq!(label("command"), Some("python3 train.py --model resnet50"));
+    // MIG: 2 instances; instance 2 holds tritonserver's 4096 MiB.
+    assert_eq!(metrics.value("gpuwatch_mig_instances", &gpu0), Some(2.0));
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_mig_instance_memory_used_bytes",
+            &[("gpu", "0"), ("gpu_instance", "2")]
+        ),
+        Some(4096.0 * 1048576.0)
+    );
+    // Capacity, by hand. GPU 0: exclusive process mode with processes → 0.
+    // GPU 1: 24576 − 256 reserved − 2048 blender = 22272 MiB free; minus the
+    // 1 GiB margin = 21248 MiB; / 2048 = 10.4 → 10. GPU 2 is lost → 0.
+    let fits = |gpu: &str, profile: &str| {
+        metrics.value(
+            "gpuwatch_gpu_capacity_fits",
+            &[("gpu", gpu), ("profile", profile)],
+        )
+    };
+    assert_eq!(fits("0", "small"), Some(0.0));
+    assert_eq!(fits("1", "small"), Some(10.0));
+    assert_eq!(fits("2", "small"), Some(0.0));
+    assert_eq!(fits("1", "a100-big"), None, "the RTX 3090 is not an A100");
+    assert_eq!(
+        metrics.value("gpuwatch_node_capacity_fits", &[("profile", "small")]),
+        Some(10.0)
+    );
     // Unsupported readings are absent, not 0.
     assert!(metrics
         .find("gpuwatch_memory_temperature_celsius", &[("gpu", "1")])

@@ -471,9 +471,17 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
     // Two nodes: a busy H100 node, and the golden scenario with every family.
     let h100 = Agent::start("h100x8", &[], &[]);
     let golden_scenario = fixture("scenarios/golden-full.toml");
+    // Workload profiles, so that the capacity families are exported too.
+    let config_dir = tempfile::tempdir().expect("temp dir");
+    let config = config_dir.path().join("gpuwatch.toml");
+    std::fs::write(
+        &config,
+        "[[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n",
+    )
+    .expect("config");
     let golden = Agent::start(
         golden_scenario.to_str().expect("utf-8 path"),
-        &[],
+        &["--config", config.to_str().expect("utf-8 path")],
         &[("GPUWATCH_SIM_TIME", "10")],
     );
     let h100_metrics = h100.wait_for(

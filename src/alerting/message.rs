@@ -7,11 +7,18 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
+use crate::notify::details::Details;
+
 use super::plan::Message;
 use super::store::Outgoing;
 
-/// The outbox rows for `messages`, whose links point at `external_url`.
-pub fn outgoing(messages: &[Message], external_url: &str) -> Vec<Outgoing> {
+/// The outbox rows for `messages`, whose links point at `external_url`;
+/// each alert carries its details (by fingerprint) as `gpuwatch`.
+pub fn outgoing(
+    messages: &[Message],
+    external_url: &str,
+    details: &BTreeMap<String, Details>,
+) -> Vec<Outgoing> {
     messages
         .iter()
         .filter_map(|m| {
@@ -19,7 +26,12 @@ pub fn outgoing(messages: &[Message], external_url: &str) -> Vec<Outgoing> {
                 .notices
                 .iter()
                 .filter_map(|n| {
-                    crate::notify::webhook::payload(&n.transition, &m.receiver, external_url)
+                    let mut body =
+                        crate::notify::webhook::payload(&n.transition, &m.receiver, external_url)?;
+                    if let Some(d) = details.get(&n.fingerprint) {
+                        crate::notify::details::attach(&mut body, d);
+                    }
+                    Some(body)
                 })
                 .collect();
             let fingerprints: Vec<&str> =

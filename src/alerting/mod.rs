@@ -27,7 +27,8 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use crate::gpu::Snapshot;
-use crate::history::Store;
+use crate::history::{Retention, Store};
+use crate::notify::details;
 use crate::rules::{evaluate, AlertState, EvalState, Rule, Transition};
 use crate::sampler::SnapshotReceiver;
 
@@ -100,6 +101,8 @@ pub struct Persist {
     pub receivers: Vec<Destination>,
     /// The silences, kept in the same database.
     pub silences: Silences,
+    /// History retention (which tier the notifications' history comes from).
+    pub retention: Retention,
     /// The agent's external URL, for the messages' links.
     pub external_url: String,
 }
@@ -180,7 +183,8 @@ pub async fn run(
             || !changes.is_empty()
             || (changed && last_save.elapsed() >= SAVE_EVERY)
         {
-            let rows = message::outgoing(&messages, &p.external_url);
+            let details = gather(&p.store.pool, p.retention, &rules, &snapshot, &messages).await;
+            let rows = message::outgoing(&messages, &p.external_url, &details);
             match store::save(&p.store.pool, &state, &transitions, &rows, &changes).await {
                 Ok(()) => {
                     last_save = std::time::Instant::now();
@@ -197,6 +201,33 @@ pub async fn run(
             warn!(error = %e, "Cannot save alert state at shutdown.");
         }
     }
+}
+
+/// What the notifications of `transitions` say beyond labels and
+/// annotations (value, threshold, GPU name, the reading's recent history),
+/// one per transition; only notified transitions get a history query.
+/// The details of each alert in `messages` (by fingerprint): the rule's
+/// condition and threshold, the GPU, and the reading's recent history, as of
+/// the notice (see [`details`]).
+async fn gather(
+    pool: &sqlx::SqlitePool,
+    retention: Retention,
+    rules: &[Rule],
+    snapshot: &Snapshot,
+    messages: &[plan::Message],
+) -> std::collections::BTreeMap<String, details::Details> {
+    let mut all = std::collections::BTreeMap::new();
+    for notice in messages.iter().flat_map(|m| &m.notices) {
+        if all.contains_key(&notice.fingerprint) {
+            continue;
+        }
+        let t = &notice.transition;
+        let rule = rules.iter().find(|r| r.name == t.key.rule);
+        let mut d = details::describe(rule, snapshot, t);
+        details::add_history(pool, retention, t, &mut d).await;
+        all.insert(notice.fingerprint.clone(), d);
+    }
+    all
 }
 
 fn log(t: &Transition) {

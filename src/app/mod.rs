@@ -108,7 +108,9 @@ fn resolve_source(options: &SourceOptions, config: &Config) -> anyhow::Result<So
         sim::select_scenario(&choice);
         return Ok(Source {
             library: Some(library),
-            proc_root: None,
+            // The simulator's pids are not this machine's: read /proc only
+            // when the configuration names one (fixture trees in tests).
+            proc_root: config.sampler.proc_root_configured.clone(),
             simulated: Some(choice),
         });
     }
@@ -117,7 +119,7 @@ fn resolve_source(options: &SourceOptions, config: &Config) -> anyhow::Result<So
             .nvml_library
             .clone()
             .or_else(|| config.sampler.nvml_library.clone()),
-        proc_root: Some(config.sampler.proc_root.clone()),
+        proc_root: Some(config.sampler.proc_root()),
         simulated: None,
     })
 }
@@ -292,7 +294,11 @@ async fn serve_until_signal(
         );
     }
     let stale_after = config.sampler.stale_after();
-    let mut exporter = Exporter::new(sampler.snapshots(), stale_after)
+    let processes = crate::exporter::process_metrics::ProcessExport {
+        process_top_n: config.sampler.process_top_n,
+        capacity: std::sync::Arc::new(config.capacity.clone()),
+    };
+    let mut exporter = Exporter::with_processes(sampler.snapshots(), stale_after, processes)
         .with_compat(sampler.snapshots(), config.server.metrics_compat.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut history_api = None;
@@ -315,6 +321,10 @@ async fn serve_until_signal(
     };
     if let Some(run) = alerts {
         let store = history.as_ref().map(|h| h.store.clone());
+        let retention = history
+            .as_ref()
+            .map(|h| h.settings.retention)
+            .unwrap_or_default();
         let (state, publish, receiver) = crate::alerting::restore(store.as_ref()).await;
         exporter = exporter.with(Box::new(crate::alerting::AlertsCollector(receiver.clone())));
         alerts_rx = Some(receiver);
@@ -367,6 +377,7 @@ async fn serve_until_signal(
                     store,
                     receivers,
                     silences,
+                    retention,
                     external_url: external_url.clone(),
                 }),
             run.snapshots,
@@ -512,14 +523,48 @@ fn validate_config(config: Option<&Path>) -> anyhow::Result<bool> {
     }
 }
 
+/// Takes one sample of every tier (for `status` and `capacity`).
+fn one_sample(options: &SourceOptions, config: &Config) -> anyhow::Result<crate::gpu::Snapshot> {
+    let source = resolve_source(options, config)?;
+    let driver = Driver::open(source.library.as_deref())?;
+    let names = ProcessNames::new(source.proc_root);
+    let mut reader = NodeReader::new(&driver, hostname(config), names);
+    Ok(reader.tick(Tiers::ALL, None))
+}
+
+/// `gpuwatch capacity`: takes one sample and prints how many more instances
+/// of each profile fit (or only of `profile`).
+pub fn capacity(options: SourceOptions, profile: Option<&str>) -> anyhow::Result<()> {
+    let config = load_config(options.config.as_deref())?;
+    if config.capacity.profiles.is_empty() {
+        bail!("the configuration has no [[profiles]]: add one per workload, e.g.\n\n[[profiles]]\nname = \"resnet50-inference\"\nmemory = \"1.8GB\"\n\nand pass it with --config");
+    }
+    if let Some(name) = profile {
+        if !config.capacity.profiles.iter().any(|p| p.name == name) {
+            let known: Vec<&str> = config
+                .capacity
+                .profiles
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect();
+            bail!(
+                "no profile named \"{name}\"; the configuration has: {}",
+                known.join(", ")
+            );
+        }
+    }
+    let snapshot = one_sample(&options, &config)?;
+    print!(
+        "{}",
+        crate::capacity::table::render(&snapshot, &config.capacity, profile)
+    );
+    Ok(())
+}
+
 /// `gpuwatch status`: takes one sample and prints it.
 pub fn status(options: SourceOptions, json: bool) -> anyhow::Result<()> {
     let config = load_config(options.config.as_deref())?;
-    let source = resolve_source(&options, &config)?;
-    let driver = Driver::open(source.library.as_deref())?;
-    let names = ProcessNames::new(source.proc_root);
-    let mut reader = NodeReader::new(&driver, hostname(&config), names);
-    let snapshot = reader.tick(Tiers::ALL, None);
+    let snapshot = one_sample(&options, &config)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&snapshot)?);
     } else {

@@ -4,6 +4,7 @@
 //! checking kept with their position), then validated into [`Config`]. Every
 //! problem is reported at once, each with file, line and field.
 
+mod email;
 mod raw;
 mod receivers;
 mod route;
@@ -39,6 +40,8 @@ pub struct Config {
     /// `[[receivers]]`: where notifications go (needs history: the outbox
     /// lives in the history database).
     pub receivers: Vec<crate::notify::ReceiverConfig>,
+    /// `[capacity]` and `[[profiles]]`: what "how many more fit" means.
+    pub capacity: crate::capacity::CapacityConfig,
 }
 
 /// Local history settings.
@@ -103,13 +106,25 @@ pub struct SamplerConfig {
     pub timeout: Duration,
     /// NVML library to load; `None` for the system's `libnvidia-ml.so.1`.
     pub nvml_library: Option<PathBuf>,
-    /// Where /proc is mounted (a host's /proc inside a container).
-    pub proc_root: PathBuf,
+    /// Where /proc is mounted (a host's /proc inside a container), as
+    /// written; `None` for the default `/proc` (see [`SamplerConfig::proc_root`]).
+    /// With `--simulate`, /proc is read only when this is set.
+    pub proc_root_configured: Option<PathBuf>,
+    /// Processes per GPU exported with their own series (the largest by
+    /// memory); the rest are summed into one `pid="other"` series.
+    pub process_top_n: usize,
     /// Host name to report; `None` for the machine's.
     pub hostname: Option<String>,
 }
 
 impl SamplerConfig {
+    /// Where /proc is mounted: the configured path or `/proc`.
+    pub fn proc_root(&self) -> PathBuf {
+        self.proc_root_configured
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/proc"))
+    }
+
     /// How old the served snapshot may get before the agent is not ready.
     pub fn stale_after(&self) -> Duration {
         self.interval + self.timeout
@@ -253,6 +268,13 @@ impl Config {
             }
         };
         let receivers = v.receivers(raw.receivers.unwrap_or_default());
+        let capacity = v.capacity(
+            raw.capacity.unwrap_or_default(),
+            raw.profiles.unwrap_or_default(),
+        );
+        // One node-level rule per profile: it fits on no GPU of the node.
+        let mut rules = rules;
+        rules.extend(crate::capacity::rule::rules(&capacity, capacity.alert_for));
         let listen = v.address("server.listen", server.listen.as_ref(), DEFAULT_LISTEN);
         let max_connections = match &server.max_connections {
             Some(n) if *n.get_ref() == 0 => {
@@ -398,13 +420,15 @@ impl Config {
                 process_interval,
                 timeout,
                 nvml_library: sampler.nvml_library,
-                proc_root: sampler.proc_root.unwrap_or_else(|| PathBuf::from("/proc")),
+                proc_root_configured: sampler.proc_root,
+                process_top_n: sampler.process_top_n.map_or(10, Spanned::into_inner),
                 hostname: sampler.hostname.filter(|h| !h.trim().is_empty()),
             },
             log: LogConfig { level, format },
             history,
             rules,
             receivers,
+            capacity,
         })
     }
 }
@@ -463,6 +487,124 @@ impl Validator<'_> {
                 );
                 fallback
             }
+        }
+    }
+
+    fn capacity(
+        &mut self,
+        raw: raw::RawCapacity,
+        profiles: Vec<raw::RawProfile>,
+    ) -> crate::capacity::CapacityConfig {
+        let memory_margin_bytes = match &raw.memory_margin {
+            None => 1 << 30,
+            Some(text) => match parse_size(text.get_ref()) {
+                Ok(bytes) => bytes,
+                Err(message) => {
+                    self.problem("capacity.memory_margin", Some(text.span()), &message);
+                    0
+                }
+            },
+        };
+        let mut out: Vec<crate::capacity::Profile> = Vec::new();
+        for (i, p) in profiles.into_iter().enumerate() {
+            let field = |name: &str| format!("profiles[{i}].{name}");
+            let before = self.problems.len();
+            let name = match &p.name {
+                Some(n)
+                    if n.get_ref().is_empty()
+                        || !n
+                            .get_ref()
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) =>
+                {
+                    self.problem(
+                        &field("name"),
+                        Some(n.span()),
+                        &format!(
+                            "\"{}\" is not a profile name; use letters, digits, '-', '_' and '.'",
+                            n.get_ref()
+                        ),
+                    );
+                    String::new()
+                }
+                Some(n) if out.iter().any(|o| &o.name == n.get_ref()) => {
+                    self.problem(
+                        &field("name"),
+                        Some(n.span()),
+                        &format!("\"{}\" names another profile already", n.get_ref()),
+                    );
+                    String::new()
+                }
+                Some(n) => n.get_ref().clone(),
+                None => {
+                    self.problem(&field("name"), None, "is missing: give each profile a name");
+                    String::new()
+                }
+            };
+            let memory_bytes = match &p.memory {
+                Some(text) => match parse_size(text.get_ref()) {
+                    Ok(0) => {
+                        self.problem(&field("memory"), Some(text.span()), "must be more than 0");
+                        0
+                    }
+                    Ok(bytes) => bytes,
+                    Err(message) => {
+                        self.problem(&field("memory"), Some(text.span()), &message);
+                        0
+                    }
+                },
+                None => {
+                    self.problem(
+                        &field("memory"),
+                        p.name.as_ref().map(Spanned::span),
+                        "is missing: how much GPU memory does one instance need? (e.g. \"1.8GB\")",
+                    );
+                    0
+                }
+            };
+            let sm_share = match &p.sm_share {
+                Some(s) if !(*s.get_ref() > 0.0 && *s.get_ref() <= 1.0) => {
+                    self.problem(
+                        &field("sm_share"),
+                        Some(s.span()),
+                        "must be a share of the SMs above 0 and at most 1, e.g. 0.25",
+                    );
+                    None
+                }
+                Some(s) => Some(*s.get_ref()),
+                None => None,
+            };
+            let model = match &p.model {
+                Some(m) if m.get_ref().trim().is_empty() => {
+                    self.problem(
+                        &field("model"),
+                        Some(m.span()),
+                        "must not be empty; leave it out to match every GPU",
+                    );
+                    None
+                }
+                Some(m) => Some(m.get_ref().trim().to_string()),
+                None => None,
+            };
+            if self.problems.len() == before {
+                out.push(crate::capacity::Profile {
+                    name,
+                    memory_bytes,
+                    sm_share,
+                    model,
+                });
+            }
+        }
+        let alert_for = self.duration(
+            "capacity.alert_for",
+            raw.alert_for.as_ref(),
+            "2m",
+            Duration::ZERO,
+        );
+        crate::capacity::CapacityConfig {
+            profiles: out,
+            memory_margin_bytes,
+            alert_for,
         }
     }
 

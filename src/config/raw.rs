@@ -22,6 +22,34 @@ pub struct RawConfig {
     pub rules: Option<Vec<crate::rules::RawRule>>,
     /// `[[receivers]]`: where alert notifications go.
     pub receivers: Option<Vec<RawReceiver>>,
+    /// `[capacity]`.
+    pub capacity: Option<RawCapacity>,
+    /// `[[profiles]]`: workload profiles for capacity.
+    pub profiles: Option<Vec<RawProfile>>,
+}
+
+/// `[capacity]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCapacity {
+    /// Memory kept free on each GPU, a size such as "1GiB".
+    pub memory_margin: Option<Spanned<String>>,
+    /// How long a profile must fit nowhere before its alert fires.
+    pub alert_for: Option<Spanned<String>>,
+}
+
+/// One `[[profiles]]` entry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProfile {
+    /// Its name.
+    pub name: Option<Spanned<String>>,
+    /// GPU memory per instance, a size such as "1.8GB".
+    pub memory: Option<Spanned<String>>,
+    /// Share of the SMs per instance, 0..1.
+    pub sm_share: Option<Spanned<f64>>,
+    /// GPU model filter (substring of the GPU name).
+    pub model: Option<Spanned<String>>,
 }
 
 /// One `[[receivers]]` entry.
@@ -30,7 +58,7 @@ pub struct RawConfig {
 pub struct RawReceiver {
     /// Its name.
     pub name: Option<Spanned<String>>,
-    /// "webhook" or "alertmanager".
+    /// "webhook", "alertmanager" or "email".
     #[serde(rename = "type")]
     pub kind: Option<Spanned<String>>,
     /// Where to POST.
@@ -70,6 +98,18 @@ pub struct RawReceiver {
     pub repeat_interval: Option<Spanned<String>>,
     /// How long to hold a new alert to send it with others of the node.
     pub group_wait: Option<Spanned<String>>,
+    /// Email: the SMTP server, "host:port".
+    pub smarthost: Option<Spanned<String>>,
+    /// Email: the sender address.
+    pub from: Option<Spanned<String>>,
+    /// Email: the recipients.
+    pub to: Option<Spanned<Vec<String>>>,
+    /// Email: "starttls", "implicit" or "none".
+    pub tls: Option<Spanned<String>>,
+    /// Email: an extra trusted CA (PEM).
+    pub ca_file: Option<Spanned<PathBuf>>,
+    /// Email: the EHLO name.
+    pub hello_name: Option<Spanned<String>>,
 }
 
 /// `[server]`.
@@ -106,6 +146,8 @@ pub struct RawSampler {
     pub nvml_library: Option<PathBuf>,
     /// /proc mount point.
     pub proc_root: Option<PathBuf>,
+    /// Per-process series per GPU.
+    pub process_top_n: Option<Spanned<usize>>,
     /// Host name override.
     pub hostname: Option<String>,
 }

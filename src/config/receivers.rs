@@ -17,7 +17,7 @@ use super::raw::RawReceiver;
 use super::Validator;
 
 /// The receiver types `type` accepts, for error messages.
-const TYPES: &str = "\"webhook\" or \"alertmanager\"";
+const TYPES: &str = "\"webhook\", \"alertmanager\" or \"email\"";
 
 impl Validator<'_> {
     /// Validates every `[[receivers]]` entry; only entries without problems
@@ -30,18 +30,15 @@ impl Validator<'_> {
             let before = self.problems.len();
             let name = self.receiver_name(&at, &r, &mut names);
             let kind = match r.kind.as_ref().map(|k| (k.get_ref().as_str(), k.span())) {
-                Some(("webhook", _)) => self.webhook(&at, &r).map(ReceiverKind::Webhook),
+                Some(("webhook", _)) => {
+                    self.unused_fields(&at, "webhook", &super::email::email_fields(&r));
+                    self.webhook(&at, &r).map(ReceiverKind::Webhook)
+                }
                 Some(("alertmanager", _)) => {
+                    self.unused_fields(&at, "alertmanager", &super::email::email_fields(&r));
                     self.alertmanager(&at, &r).map(ReceiverKind::Alertmanager)
                 }
-                Some((kind @ "email", span)) => {
-                    self.problem(
-                        &format!("{at}.type"),
-                        Some(span),
-                        &format!("\"{kind}\" receivers are not built yet; use {TYPES}"),
-                    );
-                    None
-                }
+                Some(("email", _)) => self.email(&at, &r).map(ReceiverKind::Email),
                 Some((other, span)) => {
                     self.problem(
                         &format!("{at}.type"),

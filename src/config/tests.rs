@@ -206,3 +206,107 @@ fn external_url_is_checked_and_defaults_to_host_and_port() {
         problems[0]
     );
 }
+
+#[test]
+fn email_receivers_are_read_with_safe_defaults() {
+    let source = "[[receivers]]\nname = \"mail\"\ntype = \"email\"\nsmarthost = \"smtp.example.com:587\"\nfrom = \"gpuwatch <gpuwatch@example.com>\"\nto = [\"ops@example.com\", \"Oncall <oncall@example.com>\"]\nusername = \"gpuwatch\"\npassword = \"pa55word\"\n\n[[receivers]]\nname = \"smtps\"\ntype = \"email\"\nsmarthost = \"smtp.example.com:465\"\nfrom = \"gpu@example.com\"\nto = [\"ops@example.com\"]\n\n[[receivers]]\nname = \"relay\"\ntype = \"email\"\nsmarthost = \"127.0.0.1:25\"\ntls = \"none\"\nfrom = \"gpu@example.com\"\nto = [\"ops@example.com\"]\nhello_name = \"node-1.example.com\"\ntimeout = \"5s\"\n";
+    let config = Config::parse(source, "ok.toml").expect("valid");
+    let email = |i: usize| match &config.receivers[i].kind {
+        crate::notify::ReceiverKind::Email(e) => e.clone(),
+        other => panic!("an email receiver: {other:?}"),
+    };
+    use crate::notify::email::TlsMode;
+    let mail = email(0);
+    assert_eq!((mail.host.as_str(), mail.port), ("smtp.example.com", 587));
+    assert_eq!(mail.tls, TlsMode::StartTls, "STARTTLS by default");
+    assert_eq!(mail.to.len(), 2);
+    assert_eq!(mail.timeout, Duration::from_secs(30));
+    assert_eq!(mail.password.as_ref().map(|p| p.expose()), Some("pa55word"));
+    assert!(!format!("{config:?}").contains("pa55word"), "never shown");
+    assert_eq!(email(1).tls, TlsMode::Implicit, "implicit TLS on 465");
+    let relay = email(2);
+    assert_eq!(relay.tls, TlsMode::None, "plain only when written");
+    assert_eq!(relay.hello_name.as_deref(), Some("node-1.example.com"));
+}
+
+#[test]
+fn bad_email_receivers_are_reported_with_file_line_and_field() {
+    let bad = "[[receivers]]\nname = \"a\"\ntype = \"email\"\nsmarthost = \"smtp.example.com\"\nfrom = \"not an address\"\nto = []\ntls = \"ssl\"\n\n[[receivers]]\nname = \"b\"\ntype = \"email\"\nsmarthost = \"smtp.example.com:587\"\nfrom = \"gpu@example.com\"\nto = [\"ops@example.com\", \"@@\"]\nusername = \"u\"\nurl = \"http://x\"\nca_file = \"/nonexistent/ca.pem\"\n\n[[receivers]]\nname = \"c\"\ntype = \"email\"\nto = [\"ops@example.com\"]\npassword = \"hunter2-secret\"\npassword_env = \"GPUWATCH_TEST_NO_SUCH_VARIABLE\"\n\n[[receivers]]\nname = \"d\"\ntype = \"webhook\"\nurl = \"http://x\"\nsmarthost = \"smtp.example.com:25\"\n";
+    let Err(ConfigError::Invalid(problems)) = Config::parse(bad, "bad.toml") else {
+        panic!("expected problems");
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    for (field, line) in [
+        ("receivers[0].smarthost", Some(4)),
+        ("receivers[0].from", Some(5)),
+        ("receivers[0].to", Some(6)),
+        ("receivers[0].tls", Some(7)),
+        ("receivers[1].to", Some(14)),
+        ("receivers[1].username", Some(15)),
+        ("receivers[1].url", Some(16)),
+        ("receivers[1].ca_file", Some(17)),
+        ("receivers[2].smarthost", None),
+        ("receivers[2].from", None),
+        ("receivers[2].username", None),
+        ("receivers[2].password_env", Some(24)),
+        ("receivers[3].smarthost", Some(30)),
+    ] {
+        let prefix = match line {
+            Some(line) => format!("bad.toml:{line}:"),
+            None => "bad.toml".to_string(),
+        };
+        assert!(
+            text.iter()
+                .any(|t| t.contains(field) && t.starts_with(&prefix)),
+            "{field} at {prefix} in {text:#?}"
+        );
+    }
+    let all = text.join("\n");
+    assert!(!all.contains("hunter2-secret"), "{all}");
+    assert!(all.contains("\"starttls\" (the default)"), "{all}");
+}
+
+#[test]
+fn profiles_are_read_and_checked_with_line_and_field() {
+    let good = "[sampler]\nprocess_top_n = 3\n[capacity]\nmemory_margin = \"512MiB\"\n[[profiles]]\nname = \"resnet50\"\nmemory = \"1.8GB\"\nsm_share = 0.1\n[[profiles]]\nname = \"bert\"\nmemory = \"12GiB\"\nmodel = \"H100\"\n";
+    let config = Config::parse(good, "good.toml").expect("valid");
+    assert_eq!(config.sampler.process_top_n, 3);
+    assert_eq!(config.capacity.memory_margin_bytes, 512 << 20);
+    assert_eq!(config.capacity.profiles.len(), 2);
+    assert_eq!(config.capacity.profiles[0].memory_bytes, 1_800_000_000);
+    assert_eq!(config.capacity.profiles[0].sm_share, Some(0.1));
+    assert_eq!(config.capacity.profiles[1].model.as_deref(), Some("H100"));
+    assert_eq!(Config::default().capacity.memory_margin_bytes, 1 << 30);
+
+    let bad = "[capacity]\nmemory_margin = \"lots\"\n[[profiles]]\nname = \"a b\"\nmemory = \"1GB\"\n[[profiles]]\nname = \"x\"\nmemory = \"0\"\nsm_share = 1.5\n[[profiles]]\nname = \"y\"\n";
+    let Err(ConfigError::Invalid(problems)) = Config::parse(bad, "bad.toml") else {
+        panic!("expected problems");
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(problems.len(), 5, "{text:#?}");
+    assert!(
+        text[0].starts_with("bad.toml:2:17: capacity.memory_margin: \"lots\" is not a size"),
+        "{}",
+        text[0]
+    );
+    assert!(
+        text[1].starts_with("bad.toml:4:8: profiles[0].name: \"a b\" is not a profile name"),
+        "{}",
+        text[1]
+    );
+    assert!(
+        text[2].starts_with("bad.toml:8:10: profiles[1].memory: must be more than 0"),
+        "{}",
+        text[2]
+    );
+    assert!(
+        text[3].starts_with("bad.toml:9:12: profiles[1].sm_share: must be a share"),
+        "{}",
+        text[3]
+    );
+    assert!(
+        text[4].starts_with("bad.toml:11:8: profiles[2].memory: is missing"),
+        "{}",
+        text[4]
+    );
+}

@@ -13,14 +13,16 @@ use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus, Snapshot};
 
 use super::families::{unit, Family, Labels};
 
-fn ids(gpu: &GpuSnapshot) -> Labels<'_> {
+/// The `gpu` and `uuid` labels every GPU series carries.
+pub fn ids(gpu: &GpuSnapshot) -> Labels<'_> {
     vec![
         ("gpu", Cow::Owned(gpu.index.to_string())),
         ("uuid", Cow::Borrowed(gpu.uuid.as_str())),
     ]
 }
 
-fn with<'a>(
+/// `labels` with one more label.
+pub fn with<'a>(
     mut labels: Labels<'a>,
     key: &'static str,
     value: impl Into<Cow<'a, str>>,
@@ -29,7 +31,8 @@ fn with<'a>(
     labels
 }
 
-fn flag(value: bool) -> f64 {
+/// 1 for true, 0 for false.
+pub fn flag(value: bool) -> f64 {
     if value {
         1.0
     } else {
@@ -37,13 +40,19 @@ fn flag(value: bool) -> f64 {
     }
 }
 
-/// Encodes every per-GPU family of `snapshot`.
-pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
+/// Encodes every per-GPU family of `snapshot`, then the process, sharing
+/// and capacity families (see [`super::process_metrics`]).
+pub fn encode(
+    snapshot: &Snapshot,
+    options: &super::process_metrics::ProcessExport,
+    encoder: &mut DescriptorEncoder,
+) -> fmt::Result {
     let mut f = Families::new();
     for gpu in &snapshot.gpus {
         f.add(snapshot, gpu);
     }
-    f.encode(encoder)
+    f.encode(encoder)?;
+    super::process_metrics::encode(snapshot, options, encoder)
 }
 
 macro_rules! families {
@@ -102,8 +111,6 @@ families! {
     decoder: gauge("decoder_utilization", "Video decoder utilization.", unit("ratio")),
     compute_mode: gauge("compute_mode", "The GPU's compute mode (value 1), by mode.", None),
     mig: gauge("mig_enabled", "Whether MIG mode is enabled (1) or not (0).", None),
-    processes: gauge("gpu_processes", "Processes with a context on the GPU.", None),
-    process_memory: gauge("process_memory_used", "GPU memory used by a process.", unit("bytes")),
     groups: gauge("collector_success", "Whether a field group was read without error on its last read (1) or not (0).", None),
 }
 
@@ -133,19 +140,6 @@ impl<'a> Families<'a> {
             let labels = with(id(), "xid", xid.code.to_string());
             self.xid.push(labels.clone(), xid.count as f64);
             self.xid_last.push(labels, unix_seconds_f64(xid.last_seen));
-        }
-        if gpu.is_up() {
-            self.processes.push(id(), gpu.processes.len() as f64);
-        }
-        for p in gpu.processes.iter() {
-            let mut labels = with(id(), "pid", p.pid.to_string());
-            labels.push((
-                "process_name",
-                Cow::Borrowed(p.name.as_deref().unwrap_or("")),
-            ));
-            labels.push(("type", Cow::Borrowed(p.kind.as_str())));
-            self.process_memory
-                .push_some(labels, p.used_memory_bytes.map(|b| b as f64));
         }
     }
 

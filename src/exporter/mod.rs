@@ -4,7 +4,9 @@
 
 pub mod compat;
 pub mod families;
+#[macro_use]
 pub mod gpu_metrics;
+pub mod process_metrics;
 pub mod self_metrics;
 
 use std::fmt;
@@ -49,6 +51,7 @@ impl Format {
 struct SnapshotCollector {
     snapshots: SnapshotReceiver,
     stale_after: Duration,
+    processes: process_metrics::ProcessExport,
 }
 
 impl Collector for SnapshotCollector {
@@ -56,7 +59,7 @@ impl Collector for SnapshotCollector {
         let snapshot = self.snapshots.borrow().clone();
         self_metrics::encode(snapshot.as_deref(), self.stale_after, &mut encoder)?;
         if let Some(snapshot) = snapshot {
-            gpu_metrics::encode(&snapshot, &mut encoder)?;
+            gpu_metrics::encode(&snapshot, &self.processes, &mut encoder)?;
         }
         Ok(())
     }
@@ -82,6 +85,16 @@ impl Exporter {
     /// An exporter reading `snapshots`; a snapshot older than `stale_after`
     /// makes `gpuwatch_up` 0.
     pub fn new(snapshots: SnapshotReceiver, stale_after: Duration) -> Exporter {
+        Exporter::with_processes(snapshots, stale_after, Default::default())
+    }
+
+    /// [`Exporter::new`] with the process cap and capacity profiles of the
+    /// configuration.
+    pub fn with_processes(
+        snapshots: SnapshotReceiver,
+        stale_after: Duration,
+        processes: process_metrics::ProcessExport,
+    ) -> Exporter {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(ProcessCollector));
         registry
@@ -89,6 +102,7 @@ impl Exporter {
             .register_collector(Box::new(SnapshotCollector {
                 snapshots,
                 stale_after,
+                processes,
             }));
         Exporter { registry }
     }

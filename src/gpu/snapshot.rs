@@ -81,6 +81,8 @@ pub struct GpuSnapshot {
     pub health: Arc<SlowReadings>,
     /// Processes using the GPU, refreshed on the process interval.
     pub processes: Arc<Vec<GpuProcess>>,
+    /// MIG GPU instances while MIG is on, refreshed on the process interval.
+    pub mig_instances: Arc<Vec<MigInstance>>,
     /// Xid errors seen since the agent started, by code.
     pub xid_errors: Arc<Vec<XidCount>>,
     /// Which field groups succeeded on their last read.
@@ -216,10 +218,11 @@ pub struct EccCounters {
 }
 
 /// Whether a process holds a compute or a graphics context (or both).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProcessKind {
     /// A CUDA / compute context.
+    #[default]
     Compute,
     /// A graphics context.
     Graphics,
@@ -238,8 +241,19 @@ impl ProcessKind {
     }
 }
 
+/// The process name of the MPS server (one per GPU set, started by
+/// nvidia-cuda-mps-control); its clients run their kernels through it.
+pub const MPS_SERVER_NAME: &str = "nvidia-cuda-mps-server";
+
+impl GpuProcess {
+    /// Whether this is an MPS server.
+    pub fn is_mps_server(&self) -> bool {
+        self.name.as_deref() == Some(MPS_SERVER_NAME)
+    }
+}
+
 /// A process with a context on a GPU.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct GpuProcess {
     /// Process id (in the host's PID namespace).
     pub pid: u32,
@@ -249,6 +263,84 @@ pub struct GpuProcess {
     pub kind: ProcessKind,
     /// GPU memory the process uses, bytes; absent where the driver cannot tell.
     pub used_memory_bytes: Option<u64>,
+    /// What /proc says about the process (command, user, container); absent
+    /// where /proc does not show it (another PID namespace, the simulator).
+    pub host: Option<Arc<HostProcess>>,
+    /// Share of the last process interval in which the process ran a kernel
+    /// on the SMs, 0..1 (nvmlDeviceGetProcessUtilization).
+    pub sm_utilization_ratio: Option<f64>,
+    /// Share of the last process interval in which the process read or
+    /// wrote device memory, 0..1.
+    pub memory_utilization_ratio: Option<f64>,
+    /// MIG GPU instance the process runs in, where MIG is on.
+    pub gpu_instance_id: Option<u32>,
+    /// MIG compute instance the process runs in, where MIG is on.
+    pub compute_instance_id: Option<u32>,
+    /// Whether NVML lists the process as a client of an MPS server.
+    pub mps_client: bool,
+}
+
+/// One MIG GPU instance (read through its MIG device handle).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigInstance {
+    /// GPU instance id: the `gpu_instance` label, and what processes name.
+    pub gpu_instance_id: u32,
+    /// The MIG device's UUID (`MIG-...`).
+    pub uuid: String,
+    /// Memory of the instance, bytes.
+    pub memory_total_bytes: u64,
+    /// Memory in use, bytes.
+    pub memory_used_bytes: u64,
+}
+
+/// What /proc tells about a process: for people asking "who is this?".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostProcess {
+    /// Command line, arguments joined by spaces (cut at 256 characters).
+    pub command: Option<String>,
+    /// User name of the real uid, or the uid as a number when the passwd
+    /// file does not know it.
+    pub user: Option<String>,
+    /// The container the process runs in, from its cgroup.
+    pub container: Option<Container>,
+}
+
+/// A container runtime recognised from a cgroup path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContainerRuntime {
+    /// Docker (dockerd / moby).
+    Docker,
+    /// containerd (CRI or plain).
+    Containerd,
+    /// CRI-O.
+    CriO,
+    /// Podman (libpod).
+    Podman,
+}
+
+impl ContainerRuntime {
+    /// The `container_runtime` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContainerRuntime::Docker => "docker",
+            ContainerRuntime::Containerd => "containerd",
+            ContainerRuntime::CriO => "cri-o",
+            ContainerRuntime::Podman => "podman",
+        }
+    }
+}
+
+/// The container a process runs in, as its cgroup path tells.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Container {
+    /// Full container id (64 hex digits for the usual runtimes).
+    pub id: String,
+    /// The runtime, where the path names it; a Kubernetes cgroup without a
+    /// runtime prefix (cgroup v1 cgroupfs driver) leaves it absent.
+    pub runtime: Option<ContainerRuntime>,
+    /// Kubernetes pod UID (dashes, as the API shows it), for pods.
+    pub pod_uid: Option<String>,
 }
 
 /// How often one Xid code was seen on a GPU, and when last.

@@ -39,6 +39,7 @@ fn snapshot(at_s: u64, temp: f64) -> Arc<Snapshot> {
             },
             health: Arc::new(SlowReadings::default()),
             processes: Arc::default(),
+            mig_instances: Arc::default(),
             xid_errors: Arc::default(),
             groups: BTreeMap::new(),
         }],

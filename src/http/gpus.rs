@@ -132,6 +132,7 @@ mod tests {
                 health: Arc::new(SlowReadings::default()),
                 processes: Arc::new(Vec::new()),
                 xid_errors: Arc::new(Vec::new()),
+                mig_instances: Arc::new(Vec::new()),
                 groups: Default::default(),
             }],
             collection: Default::default(),

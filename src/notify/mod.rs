@@ -10,12 +10,17 @@
 //! carrying the alert's stable fingerprint as its dedup key.
 //!
 //! Receivers built: the generic webhook (Alertmanager webhook v4 body) and
-//! Alertmanager push (its v2 API, with periodic re-sends while firing).
+//! Alertmanager push (its v2 API, with periodic re-sends while firing) and
+//! email ([`email`]). Every outbox row holds the same neutral message, the
+//! v4 JSON with extra [`details`] (value, threshold, GPU name, the
+//! reading's recent history) that each receiver renders from.
 
 pub mod alertmanager;
 mod backoff;
 pub mod cleanup;
+pub mod details;
 mod dispatcher;
+pub mod email;
 pub mod http;
 pub mod outbox;
 pub mod webhook;
@@ -112,6 +117,8 @@ pub enum ReceiverKind {
     /// `type = "alertmanager"`: pushes postable alerts to Alertmanager's
     /// API, and re-sends the firing ones periodically.
     Alertmanager(AlertmanagerConfig),
+    /// `type = "email"`: one email per message through an SMTP smarthost.
+    Email(email::EmailConfig),
 }
 
 impl ReceiverKind {
@@ -120,6 +127,7 @@ impl ReceiverKind {
         match self {
             ReceiverKind::Webhook(_) => "webhook",
             ReceiverKind::Alertmanager(_) => "alertmanager",
+            ReceiverKind::Email(_) => "email",
         }
     }
 
@@ -129,6 +137,7 @@ impl ReceiverKind {
         match self {
             ReceiverKind::Webhook(config) => webhook::send(config, payload),
             ReceiverKind::Alertmanager(config) => alertmanager::send(config, payload),
+            ReceiverKind::Email(config) => email::deliver(config, payload),
         }
     }
 }

@@ -281,6 +281,15 @@ pub enum Condition {
         /// Least excess over the peers' median, °C.
         margin: f64,
     },
+    /// Not one more instance of a workload profile fits on any GPU of the
+    /// node (node-level; made from `[[profiles]]`, see
+    /// [`crate::capacity::rules`]).
+    FitsNowhere {
+        /// The profile.
+        profile: crate::capacity::Profile,
+        /// Memory kept free on each GPU, bytes.
+        margin: u64,
+    },
     /// Any of these (GPU-level) conditions.
     Any(Vec<Condition>),
 }
@@ -288,7 +297,10 @@ pub enum Condition {
 impl Condition {
     /// Whether the rule makes one alert for the node rather than one per GPU.
     pub fn is_node_level(&self) -> bool {
-        matches!(self, Condition::Stale { .. })
+        matches!(
+            self,
+            Condition::Stale { .. } | Condition::FitsNowhere { .. }
+        )
     }
 
     /// The threshold shown as `{{ .threshold }}`: a comparison's number, a
@@ -508,6 +520,9 @@ impl fmt::Display for Condition {
             }
             Condition::TemperatureAnomaly { margin } => write!(f, "temperature_anomaly({margin})"),
             Condition::PeerHotter { margin } => write!(f, "peer_hotter({margin})"),
+            Condition::FitsNowhere { profile, .. } => {
+                write!(f, "fits_nowhere(profile {})", profile.name)
+            }
             Condition::Any(list) => {
                 for (i, c) in list.iter().enumerate() {
                     if i > 0 {

@@ -82,16 +82,21 @@ pub fn evaluate(
     };
     let mut changes = BTreeMap::new();
     let peers = anomaly::peer_excess(snapshot);
-    for gpu in &snapshot.gpus {
-        let id = gpu_id(gpu);
+    let ids: Vec<String> = snapshot.gpus.iter().map(gpu_id).collect();
+    for (gpu, id) in snapshot.gpus.iter().zip(&ids) {
         let memory = next.gpus.entry(id.clone()).or_default();
         let mut change = observe(gpu, memory, snapshot.taken_at);
-        change.peer = peers.get(&id).copied();
-        changes.insert(id, change);
+        change.peer = peers.get(id).copied();
+        changes.insert(id.clone(), change);
     }
+    // Rules with an alert that is not inactive: only these, and conditions
+    // that hold, have anything to step (inactive stays inactive otherwise),
+    // which spares building keys for the many (rule, GPU) pairs at rest.
+    let active_rules: BTreeSet<&str> = previous.alerts.keys().map(|k| k.rule.as_str()).collect();
     let mut transitions = Vec::new();
     let mut visited = BTreeSet::new();
     for rule in rules {
+        let rule_active = active_rules.contains(rule.name.as_str());
         if rule.condition.is_node_level() {
             let key = AlertKey {
                 rule: rule.name.clone(),
@@ -115,15 +120,17 @@ pub fn evaluate(
             visited.insert(key);
             continue;
         }
-        for gpu in &snapshot.gpus {
-            let id = gpu_id(gpu);
+        for (gpu, id) in snapshot.gpus.iter().zip(&ids) {
+            let (holds, value) = match (changes.get(id), next.gpus.get(id)) {
+                (Some(changes), Some(memory)) => check(&rule.condition, gpu, changes, memory),
+                _ => (false, None),
+            };
+            if !holds && !rule_active {
+                continue;
+            }
             let key = AlertKey {
                 rule: rule.name.clone(),
                 target: Target::Gpu(id.clone()),
-            };
-            let (holds, value) = match (changes.get(&id), next.gpus.get(&id)) {
-                (Some(changes), Some(memory)) => check(&rule.condition, gpu, changes, memory),
-                _ => (false, None),
             };
             let stay = stays(rule, holds, value);
             step(
@@ -544,7 +551,7 @@ fn check(
                     || gpu.groups.get(&group(*metric)) == Some(&false));
             (missing, None)
         }
-        Condition::Stale { .. } => (false, None),
+        Condition::Stale { .. } | Condition::FitsNowhere { .. } => (false, None),
         Condition::TemperatureAnomaly { margin } => match changes.anomaly {
             Some(score) => (score.is_anomalous(*margin), Some(score.above_mean)),
             None => (false, None),
@@ -575,6 +582,10 @@ fn node_check(condition: &Condition, snapshot: &Snapshot, now: SystemTime) -> (b
                 .duration_since(snapshot.taken_at)
                 .unwrap_or(Duration::ZERO);
             (age > *max_age, Some(age.as_secs_f64()))
+        }
+        Condition::FitsNowhere { profile, margin } => {
+            let total = crate::capacity::node_total(snapshot, profile, *margin);
+            (total == 0, Some(total as f64))
         }
         _ => (false, None),
     }

@@ -49,6 +49,7 @@ fn gpu(index: u32, temp: f64) -> GpuSnapshot {
             ..SlowReadings::default()
         }),
         processes: Arc::new(vec![]),
+        mig_instances: Arc::default(),
         xid_errors: Arc::new(vec![]),
         groups: BTreeMap::new(),
     }

@@ -7,6 +7,7 @@
 //! intervals. A hung NVML call blocks only this thread: the last snapshot
 //! keeps being served while its age grows, and the [`watchdog`] says so.
 
+pub mod cgroup;
 pub mod procnames;
 pub mod reader;
 pub mod xid;
@@ -287,6 +288,7 @@ fn publish_unavailable(sender: &Outputs, reason: &str) {
             };
             gpu.readings = FastReadings::default();
             gpu.processes = Arc::default();
+            gpu.mig_instances = Arc::default();
         }
         sender.publish(snapshot);
     }

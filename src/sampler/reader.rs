@@ -39,6 +39,9 @@ struct GpuSlot<'d> {
     identity: Arc<GpuIdentity>,
     health: Arc<SlowReadings>,
     processes: Arc<Vec<GpuProcess>>,
+    mig_instances: Arc<Vec<crate::gpu::MigInstance>>,
+    /// Timestamp (µs) of the newest process-utilization sample seen.
+    utilization_seen: u64,
     groups: BTreeMap<FieldGroup, bool>,
 }
 
@@ -89,6 +92,8 @@ impl<'d> NodeReader<'d> {
                     identity: Arc::default(),
                     health: Arc::default(),
                     processes: Arc::default(),
+                    mig_instances: Arc::default(),
+                    utilization_seen: 0,
                     groups: BTreeMap::new(),
                 };
                 let at = self.slots.partition_point(|s| s.device.index() < index);
@@ -157,10 +162,27 @@ impl<'d> NodeReader<'d> {
                 if let Some(mut list) = slot.device.read_processes(&mut self.tally) {
                     let driver = self.driver;
                     for process in &mut list {
-                        process.name = self.names.name(process.pid, |pid| driver.process_name(pid));
+                        (process.name, process.host) = self
+                            .names
+                            .lookup(process.pid, |pid| driver.process_name(pid));
+                    }
+                    let utilization = slot
+                        .device
+                        .read_process_utilization(slot.utilization_seen, &mut self.tally);
+                    if let Some((by_pid, newest)) = utilization {
+                        slot.utilization_seen = newest;
+                        apply_utilization(&mut list, &by_pid);
                     }
                     slot.processes = Arc::new(list);
                 }
+                slot.mig_instances = if slot.health.mig_enabled == Some(true) {
+                    slot.device
+                        .read_mig_instances(&mut self.tally)
+                        .map(Arc::new)
+                        .unwrap_or_default()
+                } else {
+                    Arc::default()
+                };
             }
             let status = match &self.tally.lost {
                 Some(reason) => GpuStatus::Lost {
@@ -187,6 +209,7 @@ impl<'d> NodeReader<'d> {
                 } else {
                     Arc::default()
                 },
+                mig_instances: slot.mig_instances.clone(),
                 xid_errors,
                 groups: slot.groups.clone(),
             });
@@ -202,6 +225,7 @@ impl<'d> NodeReader<'d> {
                 readings: FastReadings::default(),
                 health: Arc::default(),
                 processes: Arc::default(),
+                mig_instances: Arc::default(),
                 xid_errors: Arc::default(),
                 groups: BTreeMap::new(),
             });
@@ -227,5 +251,16 @@ impl<'d> NodeReader<'d> {
                 nvml_errors: Arc::new(self.tally.errors.clone()),
             },
         }
+    }
+}
+
+/// Sets each process's SM and memory utilization from the per-pid samples of
+/// this interval; a process without a sample was idle (0), since the call
+/// itself worked.
+pub fn apply_utilization(list: &mut [GpuProcess], by_pid: &BTreeMap<u32, (f64, f64)>) {
+    for process in list {
+        let (sm, mem) = by_pid.get(&process.pid).copied().unwrap_or((0.0, 0.0));
+        process.sm_utilization_ratio = Some(sm);
+        process.memory_utilization_ratio = Some(mem);
     }
 }

@@ -9,6 +9,9 @@ use crate::scenario::{Fault, FaultEffect, Feature, GpuConfig};
 use crate::timeline::{Signal, TimelineSpec};
 use toml::Spanned;
 
+mod sharing;
+pub use sharing::{MigInstance, ProcessUtilization};
+
 /// Clock-event reason bits (nvmlClocksEventReason*).
 pub mod reasons {
     /// GPU idle.
@@ -628,7 +631,7 @@ impl GpuSim {
     pub fn processes(&self, kind: ProcessKind, t: f64) -> Result<Vec<ProcessSample>, Unavailable> {
         self.check(Some(Feature::Processes), t)?;
         let mut list = self.all_processes(t);
-        list.retain(|p| p.kind == kind);
+        list.retain(|p| p.kind == kind && !p.mps_client);
         Ok(list)
     }
 

@@ -9,7 +9,7 @@ mod gpu;
 pub mod processes;
 
 pub use fields::FieldValue;
-pub use gpu::{reasons, EccState, GpuSim, MemoryState, Violation};
+pub use gpu::{reasons, EccState, GpuSim, MemoryState, MigInstance, ProcessUtilization, Violation};
 pub use processes::ProcessSample;
 
 use crate::scenario::{FaultEffect, Scenario};

@@ -15,6 +15,12 @@ pub struct ProcessSample {
     pub kind: ProcessKind,
     /// Used GPU memory, bytes.
     pub used_bytes: u64,
+    /// Explicit SM utilization, %, where the scenario gives one.
+    pub sm_percent: Option<f64>,
+    /// An MPS client (listed by the MPS call only).
+    pub mps_client: bool,
+    /// MIG GPU instance id.
+    pub gpu_instance: Option<u32>,
 }
 
 /// An explicit `[[gpu.processes]]` entry, compiled.
@@ -22,6 +28,7 @@ pub struct ProcessSample {
 pub struct ExplicitProcess {
     spec: ProcessSpec,
     memory: Signal,
+    sm: Option<Signal>,
 }
 
 impl ExplicitProcess {
@@ -29,6 +36,10 @@ impl ExplicitProcess {
     pub fn new(spec: &ProcessSpec, seed: u64) -> Self {
         ExplicitProcess {
             memory: Signal::new(spec.memory_mib.get_ref(), seed),
+            sm: spec
+                .sm_percent
+                .as_ref()
+                .map(|s| Signal::new(s.get_ref(), seed ^ 0x5A)),
             spec: spec.clone(),
         }
     }
@@ -46,6 +57,9 @@ impl ExplicitProcess {
             name: self.spec.name.clone(),
             kind: self.spec.kind,
             used_bytes: mib_to_bytes(self.memory.eval(t)),
+            sm_percent: self.sm.as_ref().map(|s| s.eval(t).clamp(0.0, 100.0)),
+            mps_client: self.spec.mps_client,
+            gpu_instance: self.spec.gpu_instance,
         })
     }
 
@@ -118,6 +132,9 @@ impl Pool {
                 name: self.name(key),
                 kind: self.spec.kind,
                 used_bytes: mib_to_bytes(mib),
+                sm_percent: None,
+                mps_client: false,
+                gpu_instance: None,
             }
         })
     }

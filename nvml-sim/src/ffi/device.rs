@@ -110,6 +110,11 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
     uuid: *mut c_char,
     length: c_uint,
 ) -> nvmlReturn_t {
+    if let Ok(Some(mig_uuid)) = super::sharing::mig_uuid(device) {
+        return guard(Func::nvmlDeviceGetUUID, || {
+            write_str(uuid, length, &mig_uuid)
+        });
+    }
     device_str(Func::nvmlDeviceGetUUID, device, uuid, length, |g, _| {
         Ok(g.config().uuid.clone())
     })
@@ -160,6 +165,11 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         let expected = (std::mem::size_of::<nvmlMemory_v2_t>() | (2 << 24)) as c_uint;
         if memory.version != expected {
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        }
+        if let Some(mig) = super::sharing::mig_memory(device)? {
+            (memory.total, memory.reserved, memory.used) = (mig.memory_total, 0, mig.memory_used);
+            memory.free = mig.memory_total - mig.memory_used;
+            return Ok(());
         }
         let m = on_gpu(device, |g, t| g.memory(t))?;
         memory.total = m.total;
@@ -456,7 +466,7 @@ unsafe fn processes(
     let count = out(count)?;
     let list = on_gpu(device, |g, t| match kind {
         Some(kind) => g.processes(kind, t),
-        None => g.check(Some(Feature::Processes), t).map(|()| Vec::new()),
+        None => g.mps_processes(t),
     })?;
     let capacity = *count as usize;
     *count = list.len() as c_uint;
@@ -470,8 +480,8 @@ unsafe fn processes(
         *infos.add(i) = nvmlProcessInfo_t {
             pid: p.pid,
             usedGpuMemory: p.used_bytes,
-            gpuInstanceId: u32::MAX,
-            computeInstanceId: u32::MAX,
+            gpuInstanceId: p.gpu_instance.unwrap_or(u32::MAX),
+            computeInstanceId: p.gpu_instance.map_or(u32::MAX, |_| 0),
         };
     }
     Ok(())
@@ -501,7 +511,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     })
 }
 
-/// MPS processes (always none).
+/// MPS client processes.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
     device: nvmlDevice_t,

@@ -11,6 +11,7 @@ mod calls;
 mod device;
 mod events;
 mod out;
+mod sharing;
 mod state;
 mod system;
 
@@ -23,4 +24,5 @@ pub(crate) fn function_names() -> &'static [&'static str] {
 pub use calls::{nvmlSimCallCount, nvmlSimResetCallCounts, nvmlSimTotalCalls};
 pub use device::*;
 pub use events::*;
+pub use sharing::*;
 pub use system::*;

@@ -155,6 +155,8 @@ pub struct GpuSpec {
     pub processes: Vec<ProcessSpec>,
     /// Generated processes.
     pub process_pool: Option<PoolSpec>,
+    /// `[[gpu.mig_instances]]`: MIG GPU instances (only with `mig = true`).
+    pub mig_instances: Vec<MigInstanceSpec>,
 }
 
 impl Default for GpuSpec {
@@ -192,6 +194,7 @@ impl Default for GpuSpec {
             metrics: MetricsSpec::default(),
             processes: Vec::new(),
             process_pool: None,
+            mig_instances: Vec::new(),
         }
     }
 }
@@ -259,6 +262,28 @@ pub struct ProcessSpec {
     pub start: Duration,
     /// When the process exits (never if absent).
     pub stop: Option<Spanned<Duration>>,
+    /// SM utilization of this process, % (number or timeline); absent: the
+    /// GPU's utilization shared by memory among its compute processes.
+    pub sm_percent: Option<Spanned<TimelineSpec>>,
+    /// Listed as an MPS client (nvmlDeviceGetMPSComputeRunningProcesses)
+    /// instead of as a compute process.
+    #[serde(default)]
+    pub mps_client: bool,
+    /// MIG GPU instance id the process runs in.
+    pub gpu_instance: Option<u32>,
+}
+
+/// `[[gpu.mig_instances]]`: one MIG GPU instance.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigInstanceSpec {
+    /// GPU instance id.
+    pub id: u32,
+    /// Profile name, e.g. "1g.10gb" (for the MIG device name).
+    #[serde(default)]
+    pub profile: String,
+    /// Memory of the instance, MiB.
+    pub memory_mib: u64,
 }
 
 /// `[gpu.process_pool]`: a generator keeping about `count` processes alive.

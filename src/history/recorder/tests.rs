@@ -31,6 +31,7 @@ fn gpu(temp: f64, energy: f64, processes: &Arc<Vec<GpuProcess>>, xid: u64) -> Gp
         },
         health: Arc::new(SlowReadings::default()),
         processes: processes.clone(),
+        mig_instances: Arc::default(),
         xid_errors: Arc::new(if xid > 0 {
             vec![XidCount {
                 code: 79,
@@ -60,6 +61,7 @@ fn process(pid: u32, mib: u64) -> GpuProcess {
         name: Some(format!("p{pid}")),
         kind: ProcessKind::Compute,
         used_memory_bytes: Some(mib << 20),
+        ..GpuProcess::default()
     }
 }
 

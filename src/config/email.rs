@@ -1,0 +1,300 @@
+//! `[[receivers]]` entries of `type = "email"`: the smarthost, addresses,
+//! TLS mode (STARTTLS required by default, implicit TLS on port 465, plain
+//! only when written), SMTP AUTH with a secret password, an extra CA.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use crate::notify::email::{CaFile, EmailConfig, TlsMode};
+
+use super::raw::RawReceiver;
+use super::Validator;
+
+/// The email-only fields of a receiver, with their spans, for reporting
+/// them on receivers of other kinds (`username` and the password are
+/// shared with Alertmanager's basic auth).
+pub(super) fn email_fields(r: &RawReceiver) -> Vec<(&'static str, Option<Range<usize>>)> {
+    vec![
+        ("smarthost", r.smarthost.as_ref().map(Spanned::span)),
+        ("from", r.from.as_ref().map(Spanned::span)),
+        ("to", r.to.as_ref().map(Spanned::span)),
+        ("tls", r.tls.as_ref().map(Spanned::span)),
+        ("ca_file", r.ca_file.as_ref().map(Spanned::span)),
+        ("hello_name", r.hello_name.as_ref().map(Spanned::span)),
+    ]
+}
+
+/// Splits "host:port" ("[v6]:port" for IPv6).
+pub fn parse_smarthost(text: &str) -> Result<(String, u16), String> {
+    let example = "write it like \"smtp.example.com:587\"";
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!("\"{text}\" has no port; {example}"));
+    };
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if host.is_empty() || host.contains(char::is_whitespace) || host.contains(['/', '@']) {
+        return Err(format!("\"{text}\" is not host:port; {example}"));
+    }
+    match port.parse::<u16>() {
+        Ok(port) if port > 0 => Ok((host.to_string(), port)),
+        _ => Err(format!("\"{port}\" is not a port (1-65535); {example}")),
+    }
+}
+
+impl Validator<'_> {
+    /// `type = "email"`.
+    pub(super) fn email(&mut self, at: &str, r: &RawReceiver) -> Option<EmailConfig> {
+        self.unused_fields(
+            at,
+            "email",
+            &[
+                ("url", r.url.as_ref().map(Spanned::span)),
+                ("headers", r.headers.as_ref().map(Spanned::span)),
+                ("bearer_token", r.bearer_token.as_ref().map(Spanned::span)),
+                (
+                    "bearer_token_file",
+                    r.bearer_token_file.as_ref().map(Spanned::span),
+                ),
+                (
+                    "bearer_token_env",
+                    r.bearer_token_env.as_ref().map(Spanned::span),
+                ),
+                (
+                    "resend_interval",
+                    r.resend_interval.as_ref().map(Spanned::span),
+                ),
+            ],
+        );
+        let field = |name: &str| format!("{at}.{name}");
+        let smarthost = match &r.smarthost {
+            Some(s) => match parse_smarthost(s.get_ref()) {
+                Ok(hp) => Some(hp),
+                Err(e) => {
+                    self.problem(&field("smarthost"), Some(s.span()), &e);
+                    None
+                }
+            },
+            None => {
+                self.problem(
+                    &field("smarthost"),
+                    None,
+                    "is missing: the SMTP server to send through, e.g. \"smtp.example.com:587\"",
+                );
+                None
+            }
+        };
+        let from = match &r.from {
+            Some(f) => self.mailbox(&field("from"), f),
+            None => {
+                self.problem(
+                    &field("from"),
+                    None,
+                    "is missing: the sender address, e.g. \"gpuwatch <gpuwatch@example.com>\"",
+                );
+                None
+            }
+        };
+        let to = match &r.to {
+            Some(list) if list.get_ref().is_empty() => {
+                self.problem(
+                    &field("to"),
+                    Some(list.span()),
+                    "is empty: give at least one recipient",
+                );
+                None
+            }
+            Some(list) => {
+                let mut ok = true;
+                for address in list.get_ref() {
+                    if let Err(e) = address.parse::<lettre::message::Mailbox>() {
+                        self.problem(
+                            &field("to"),
+                            Some(list.span()),
+                            &format!("\"{address}\" is not an email address ({e}); write it like \"ops@example.com\" or \"Ops <ops@example.com>\""),
+                        );
+                        ok = false;
+                    }
+                }
+                ok.then(|| list.get_ref().clone())
+            }
+            None => {
+                self.problem(
+                    &field("to"),
+                    None,
+                    "is missing: the recipients, e.g. to = [\"ops@example.com\"]",
+                );
+                None
+            }
+        };
+        let tls = match &r.tls {
+            Some(t) => match TlsMode::parse(t.get_ref()) {
+                Some(mode) => Some(mode),
+                None => {
+                    self.problem(
+                        &field("tls"),
+                        Some(t.span()),
+                        &format!(
+                            "\"{}\" is not a TLS mode; use \"starttls\" (the default), \"implicit\" (port 465) or \"none\" (only on a trusted link)",
+                            t.get_ref()
+                        ),
+                    );
+                    None
+                }
+            },
+            None => smarthost
+                .as_ref()
+                .map(|(_, port)| TlsMode::default_for(*port)),
+        };
+        let username = r.username.as_ref().map(|u| u.get_ref().clone());
+        let password = self.secret(
+            at,
+            "password",
+            "SMTP password",
+            r.password.as_ref(),
+            r.password_file.as_ref(),
+            r.password_env.as_ref(),
+        );
+        let secret_given =
+            r.password.is_some() || r.password_file.is_some() || r.password_env.is_some();
+        match (&r.username, secret_given) {
+            (Some(u), false) => self.problem(
+                &field("username"),
+                Some(u.span()),
+                "has no password: give password, password_file or password_env too",
+            ),
+            (None, true) => {
+                let span = r
+                    .password
+                    .as_ref()
+                    .map(Spanned::span)
+                    .or(r.password_file.as_ref().map(Spanned::span))
+                    .or(r.password_env.as_ref().map(Spanned::span));
+                self.problem(
+                    &field("username"),
+                    span,
+                    "is missing: a password needs the user name it belongs to",
+                );
+            }
+            _ => {}
+        }
+        let ca = match &r.ca_file {
+            Some(path) if tls == Some(TlsMode::None) => {
+                self.problem(
+                    &field("ca_file"),
+                    Some(path.span()),
+                    "has no effect with tls = \"none\"; remove it or use TLS",
+                );
+                None
+            }
+            Some(path) => match std::fs::read(path.get_ref()) {
+                Ok(pem)
+                    if String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----")
+                        && lettre::transport::smtp::client::Certificate::from_pem(&pem).is_ok() =>
+                {
+                    Some(CaFile {
+                        path: path.get_ref().clone(),
+                        pem,
+                    })
+                }
+                Ok(_) => {
+                    self.problem(
+                        &field("ca_file"),
+                        Some(path.span()),
+                        &format!(
+                            "{} holds no PEM certificate; give the CA certificate (\"-----BEGIN CERTIFICATE-----\")",
+                            path.get_ref().display()
+                        ),
+                    );
+                    None
+                }
+                Err(e) => {
+                    self.problem(
+                        &field("ca_file"),
+                        Some(path.span()),
+                        &format!(
+                            "cannot read {}: {e}; check the path and that the agent may read it",
+                            path.get_ref().display()
+                        ),
+                    );
+                    None
+                }
+            },
+            None => None,
+        };
+        let hello_name = match &r.hello_name {
+            Some(h) if h.get_ref().is_empty() || h.get_ref().contains(char::is_whitespace) => {
+                self.problem(
+                    &field("hello_name"),
+                    Some(h.span()),
+                    "must be a host name without spaces, e.g. \"gpu-node-1.example.com\"",
+                );
+                None
+            }
+            Some(h) => Some(h.get_ref().clone()),
+            None => None,
+        };
+        let timeout = self.duration(
+            &field("timeout"),
+            r.timeout.as_ref(),
+            "30s",
+            Duration::from_millis(100),
+        );
+        let (host, port) = smarthost?;
+        Some(EmailConfig {
+            host,
+            port,
+            from: from?,
+            to: to?,
+            tls: tls?,
+            username,
+            password,
+            ca,
+            hello_name,
+            timeout,
+        })
+    }
+
+    fn mailbox(&mut self, field: &str, value: &Spanned<String>) -> Option<String> {
+        match value.get_ref().parse::<lettre::message::Mailbox>() {
+            Ok(_) => Some(value.get_ref().clone()),
+            Err(e) => {
+                self.problem(
+                    field,
+                    Some(value.span()),
+                    &format!(
+                        "\"{}\" is not an email address ({e}); write it like \"gpuwatch <gpuwatch@example.com>\"",
+                        value.get_ref()
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_smarthost;
+
+    #[test]
+    fn smarthosts_need_a_host_and_a_port() {
+        assert_eq!(
+            parse_smarthost("smtp.example.com:587").unwrap(),
+            ("smtp.example.com".to_string(), 587)
+        );
+        assert_eq!(
+            parse_smarthost("[::1]:25").unwrap(),
+            ("::1".to_string(), 25)
+        );
+        assert!(parse_smarthost("smtp.example.com")
+            .unwrap_err()
+            .contains("no port"));
+        assert!(parse_smarthost("smtp.example.com:0").is_err());
+        assert!(parse_smarthost("smtp.example.com:smtp").is_err());
+        assert!(parse_smarthost(":25").is_err());
+    }
+}

@@ -1,0 +1,207 @@
+//! Who uses each GPU, how it is shared, and how many more jobs fit: the
+//! process, sharing (MPS, MIG) and capacity families.
+//!
+//! Cardinality is bounded: per GPU only the `process_top_n` processes using
+//! the most memory get series of their own (`pid`, `process_name`); the
+//! rest are summed into one series with `pid="other"`. A process that exits
+//! leaves the snapshot, and so its series leave /metrics.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use prometheus_client::encoding::DescriptorEncoder;
+
+use crate::capacity::{self, CapacityConfig};
+use crate::gpu::{GpuProcess, GpuSnapshot, Snapshot};
+
+use super::families::{unit, Family, Labels};
+use super::gpu_metrics::{flag, ids, with};
+
+/// What the process and capacity families need besides the snapshot.
+#[derive(Debug, Clone)]
+pub struct ProcessExport {
+    /// Processes per GPU with series of their own.
+    pub process_top_n: usize,
+    /// Profiles and margin for the capacity families.
+    pub capacity: Arc<CapacityConfig>,
+}
+
+impl Default for ProcessExport {
+    fn default() -> Self {
+        ProcessExport {
+            process_top_n: 10,
+            capacity: Arc::default(),
+        }
+    }
+}
+
+families! {
+    processes: gauge("gpu_processes", "Processes with a context on the GPU (all of them, also those summed into pid=\"other\").", None),
+    process_info: gauge("process_info", "A process on a GPU (value 1): its command, user, context type, container, Kubernetes pod UID, MIG GPU instance and whether it is an MPS client. Top processes by memory only.", None),
+    process_memory: gauge("process_memory_used", "GPU memory used by a process; pid=\"other\" sums the processes beyond the top N by memory.", unit("bytes")),
+    process_sm: gauge("process_sm_utilization", "Share of the last process interval in which a process ran kernels on the SMs (nvmlDeviceGetProcessUtilization); pid=\"other\" sums the rest.", unit("ratio")),
+    process_mem_util: gauge("process_memory_utilization", "Share of the last process interval in which a process read or wrote device memory; pid=\"other\" sums the rest.", unit("ratio")),
+    mps_server: gauge("mps_server_running", "Whether an MPS server (nvidia-cuda-mps-server) has a context on the GPU (1) or not (0).", None),
+    mps_clients: gauge("mps_clients", "Processes on the GPU that are clients of an MPS server.", None),
+    mig_instances: gauge("mig_instances", "MIG GPU instances on the GPU (while MIG is on).", None),
+    mig_memory_total: gauge("mig_instance_memory_total", "Memory of a MIG GPU instance.", unit("bytes")),
+    mig_memory_used: gauge("mig_instance_memory_used", "Memory in use in a MIG GPU instance.", unit("bytes")),
+    capacity_fits: gauge("gpu_capacity_fits", "How many more instances of a workload profile fit on the GPU now (free memory minus the margin, compute mode, MIG instances, SM share).", None),
+    node_capacity_fits: gauge("node_capacity_fits", "How many more instances of a workload profile fit on the node now (sum over its GPUs).", None),
+}
+
+/// Encodes the process, sharing and capacity families of `snapshot`.
+pub fn encode(
+    snapshot: &Snapshot,
+    options: &ProcessExport,
+    encoder: &mut DescriptorEncoder,
+) -> fmt::Result {
+    let mut f = Families::new();
+    for gpu in snapshot.gpus.iter() {
+        f.add_processes(gpu, options.process_top_n);
+        f.add_sharing(gpu);
+    }
+    f.add_capacity(snapshot, &options.capacity);
+    f.encode(encoder)
+}
+
+/// The indices of `processes` ordered by memory used, largest first (ties:
+/// lower pid first).
+pub fn by_memory(processes: &[GpuProcess]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..processes.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (pa, pb) = (&processes[a], &processes[b]);
+        pb.used_memory_bytes
+            .unwrap_or(0)
+            .cmp(&pa.used_memory_bytes.unwrap_or(0))
+            .then(pa.pid.cmp(&pb.pid))
+    });
+    order
+}
+
+fn sum(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    values.fold(None, |acc, v| match (acc, v) {
+        (None, v) => v,
+        (Some(a), Some(v)) => Some(a + v),
+        (a, None) => a,
+    })
+}
+
+impl<'a> Families<'a> {
+    fn add_processes(&mut self, gpu: &'a GpuSnapshot, top_n: usize) {
+        if !gpu.is_up() {
+            return;
+        }
+        let id = || ids(gpu);
+        self.processes.push(id(), gpu.processes.len() as f64);
+        let order = by_memory(&gpu.processes);
+        let (top, rest) = order.split_at(top_n.min(order.len()));
+        for &i in top {
+            let p = &gpu.processes[i];
+            let mut labels = with(id(), "pid", p.pid.to_string());
+            labels.push((
+                "process_name",
+                Cow::Borrowed(p.name.as_deref().unwrap_or("")),
+            ));
+            self.process_sm
+                .push_some(labels.clone(), p.sm_utilization_ratio);
+            self.process_mem_util
+                .push_some(labels.clone(), p.memory_utilization_ratio);
+            labels.push(("type", Cow::Borrowed(p.kind.as_str())));
+            self.process_memory
+                .push_some(labels.clone(), p.used_memory_bytes.map(|b| b as f64));
+            self.process_info.push(info_labels(labels, p), 1.0);
+        }
+        if rest.is_empty() {
+            return;
+        }
+        let others = || rest.iter().map(|&i| &gpu.processes[i]);
+        let mut labels = with(id(), "pid", "other");
+        labels.push(("process_name", Cow::Borrowed("other")));
+        self.process_sm.push_some(
+            labels.clone(),
+            sum(others().map(|p| p.sm_utilization_ratio)).map(|v| v.min(1.0)),
+        );
+        self.process_mem_util.push_some(
+            labels.clone(),
+            sum(others().map(|p| p.memory_utilization_ratio)).map(|v| v.min(1.0)),
+        );
+        labels.push(("type", Cow::Borrowed("other")));
+        self.process_memory.push_some(
+            labels,
+            sum(others().map(|p| p.used_memory_bytes.map(|b| b as f64))),
+        );
+    }
+
+    fn add_sharing(&mut self, gpu: &'a GpuSnapshot) {
+        if !gpu.is_up() {
+            return;
+        }
+        let id = || ids(gpu);
+        let server = gpu.processes.iter().any(GpuProcess::is_mps_server);
+        self.mps_server.push(id(), flag(server));
+        let clients = gpu.processes.iter().filter(|p| p.mps_client).count();
+        self.mps_clients.push(id(), clients as f64);
+        if gpu.health.mig_enabled == Some(true) {
+            self.mig_instances
+                .push(id(), gpu.mig_instances.len() as f64);
+            for m in gpu.mig_instances.iter() {
+                let labels = with(id(), "gpu_instance", m.gpu_instance_id.to_string());
+                self.mig_memory_total
+                    .push(labels.clone(), m.memory_total_bytes as f64);
+                self.mig_memory_used
+                    .push(labels, m.memory_used_bytes as f64);
+            }
+        }
+    }
+
+    fn add_capacity(&mut self, snapshot: &'a Snapshot, config: &CapacityConfig) {
+        let margin = config.memory_margin_bytes;
+        for profile in &config.profiles {
+            let mut total = 0;
+            for gpu in &snapshot.gpus {
+                if let Some(fit) = capacity::gpu_fit(gpu, profile, margin) {
+                    total += fit.fits;
+                    self.capacity_fits.push(
+                        with(ids(gpu), "profile", profile.name.clone()),
+                        fit.fits as f64,
+                    );
+                }
+            }
+            self.node_capacity_fits.push(
+                vec![("profile", Cow::Owned(profile.name.clone()))],
+                total as f64,
+            );
+        }
+    }
+}
+
+/// The `process_info` labels: `base` (gpu, uuid, pid, process_name, type)
+/// and what /proc and NVML tell about the process (empty when unknown).
+fn info_labels<'a>(mut labels: Labels<'a>, p: &'a GpuProcess) -> Labels<'a> {
+    let host = p.host.as_deref();
+    let text = |v: Option<&'a str>| Cow::Borrowed(v.unwrap_or(""));
+    let container = host.and_then(|h| h.container.as_ref());
+    labels.push(("user", text(host.and_then(|h| h.user.as_deref()))));
+    labels.push(("command", text(host.and_then(|h| h.command.as_deref()))));
+    labels.push(("container_id", text(container.map(|c| c.id.as_str()))));
+    labels.push((
+        "container_runtime",
+        text(container.and_then(|c| c.runtime.map(|r| r.as_str()))),
+    ));
+    labels.push((
+        "pod_uid",
+        text(container.and_then(|c| c.pod_uid.as_deref())),
+    ));
+    labels.push((
+        "gpu_instance",
+        p.gpu_instance_id
+            .map_or(Cow::Borrowed(""), |id| Cow::Owned(id.to_string())),
+    ));
+    labels.push((
+        "mps_client",
+        Cow::Borrowed(if p.mps_client { "true" } else { "false" }),
+    ));
+    labels
+}

@@ -1,0 +1,406 @@
+//! What a notification says beyond the alert's labels and annotations: the
+//! rule's condition and threshold, the GPU's name, the reading behind the
+//! alert with the GPU's own limit, and a short history of that reading from
+//! the history database. Gathered once, when the transition is written to
+//! the outbox, so a message delivered late (a mail server down for an hour)
+//! still shows the history up to the moment the alert fired or resolved.
+//!
+//! It travels in the outbox payload as `alerts[0].gpuwatch` (see
+//! [`attach`]): an extra member of the Alertmanager webhook v4 alert object,
+//! which existing webhook receivers ignore.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::SqlitePool;
+
+use crate::gpu::{reasons, GpuSnapshot, Snapshot};
+use crate::history::catalog;
+use crate::history::query::{self, GpuSelector};
+use crate::history::Retention;
+use crate::rules::{Condition, Metric, Rule, Target, Transition};
+
+/// How far back the history in a notification reaches.
+pub const HISTORY_SPAN: Duration = Duration::from_secs(30 * 60);
+
+/// The step of that history (60 points over 30 minutes, from the raw tier).
+const HISTORY_STEP: Duration = Duration::from_secs(30);
+
+/// Extra facts about one alert (the payload's `alerts[0].gpuwatch`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Details {
+    /// The rule's condition as written, e.g. `temperature > 85`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    /// The condition's value at the transition (1/0 for yes/no conditions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// The rule's threshold (a comparison's number, a margin, an age).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    /// The GPU's product name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_name: Option<String>,
+    /// The reading behind the alert (e.g. the temperature for a thermal
+    /// slowdown), when the rule has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<MetricDetails>,
+}
+
+/// The reading behind an alert, now and over the last [`HISTORY_SPAN`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricDetails {
+    /// The history metric name (as `/api/v1/history?metric=`).
+    pub name: String,
+    /// What a person reads, e.g. "GPU temperature".
+    pub label: String,
+    /// Its unit, e.g. "°C".
+    pub unit: String,
+    /// The reading in the snapshot that made the transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<f64>,
+    /// The GPU's own limit for it (slowdown temperature, power limit, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// What that limit is, e.g. "slowdown threshold".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_name: Option<String>,
+    /// Its recent history; absent when the database has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistorySummary>,
+}
+
+/// A reading over the last minutes: range, summary and one value per step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistorySummary {
+    /// Start, Unix seconds.
+    pub from: f64,
+    /// End, Unix seconds.
+    pub to: f64,
+    /// Seconds per point.
+    pub step_seconds: f64,
+    /// Lowest value seen.
+    pub min: f64,
+    /// Average over the points that have data.
+    pub avg: f64,
+    /// Highest value seen.
+    pub max: f64,
+    /// One average per step from `from` (null: no data in that step).
+    pub points: Vec<Option<f64>>,
+}
+
+/// The reading an alert is about, for the history section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Related {
+    /// The history metric (a [`catalog`] name).
+    pub metric: &'static str,
+    /// What a person reads.
+    pub label: &'static str,
+    /// The GPU's own limit shown next to it.
+    pub limit: Limit,
+}
+
+/// Which of the GPU's own limits goes with a reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// None.
+    None,
+    /// The slowdown temperature.
+    Slowdown,
+    /// The shutdown temperature.
+    Shutdown,
+    /// The enforced power limit.
+    PowerLimit,
+    /// The frame buffer size.
+    MemoryTotal,
+}
+
+/// The history metric behind a condition: temperatures for thermal
+/// conditions (a thermal slowdown is about the temperature), power for
+/// power caps and brakes, memory used for memory conditions, the reading
+/// itself for other comparisons; `None` for events (Xid, lost GPU, ECC).
+pub fn related(condition: &Condition) -> Option<Related> {
+    let r = |metric, label, limit| {
+        Some(Related {
+            metric,
+            label,
+            limit,
+        })
+    };
+    match condition {
+        Condition::Compare { metric, .. } | Condition::Absent { metric } => match metric {
+            Metric::Temperature | Metric::DegreesBelowSlowdown => {
+                r("temperature", "GPU temperature", Limit::Slowdown)
+            }
+            Metric::DegreesBelowShutdown => r("temperature", "GPU temperature", Limit::Shutdown),
+            Metric::MemoryTemperature => r("memory_temperature", "Memory temperature", Limit::None),
+            Metric::MemoryUsedRatio | Metric::MemoryUsedBytes | Metric::MemoryFreeBytes => {
+                r("memory_used", "Memory used", Limit::MemoryTotal)
+            }
+            Metric::Power | Metric::PowerLimitRatio => r("power", "Power draw", Limit::PowerLimit),
+            Metric::UtilizationGpu => r("utilization", "GPU utilization", Limit::None),
+            Metric::UtilizationMemory => r("memory_utilization", "Memory utilization", Limit::None),
+            Metric::SmClock => r("sm_clock", "SM clock", Limit::None),
+            Metric::FanSpeed => r("fan", "Fan speed", Limit::None),
+            Metric::PerformanceState => r("pstate", "Performance state", Limit::None),
+            Metric::PcieLinkWidth => r("pcie_width", "PCIe link width", Limit::None),
+        },
+        Condition::ClockEvent { mask } => {
+            let any = |names: &[&str]| {
+                reasons::CLOCK_EVENT_REASONS
+                    .iter()
+                    .any(|r| mask & r.bit != 0 && names.contains(&r.name))
+            };
+            if any(&["sw_thermal_slowdown", "hw_thermal_slowdown"]) {
+                r("temperature", "GPU temperature", Limit::Slowdown)
+            } else if any(&["sw_power_cap", "hw_power_brake_slowdown"]) {
+                r("power", "Power draw", Limit::PowerLimit)
+            } else {
+                r("sm_clock", "SM clock", Limit::None)
+            }
+        }
+        Condition::TemperatureAnomaly { .. } | Condition::PeerHotter { .. } => {
+            r("temperature", "GPU temperature", Limit::Slowdown)
+        }
+        Condition::Any(list) => list.iter().find_map(related),
+        _ => None,
+    }
+}
+
+/// Everything but the history, from the rule and the snapshot of the
+/// transition. Pure.
+pub fn describe(rule: Option<&Rule>, snapshot: &Snapshot, t: &Transition) -> Details {
+    let gpu = match &t.key.target {
+        Target::Gpu(id) => snapshot
+            .gpus
+            .iter()
+            .find(|g| crate::rules::gpu_id(g) == *id),
+        Target::Node => None,
+    };
+    let related = rule.and_then(|r| related(&r.condition));
+    Details {
+        condition: rule.map(|r| r.condition.to_string()),
+        value: t.value,
+        threshold: rule.and_then(|r| r.condition.threshold()),
+        gpu_name: gpu.and_then(|g| g.identity.name.clone()),
+        metric: related.and_then(|rel| {
+            let field = catalog::field(rel.metric)?;
+            let gpu = gpu?;
+            Some(MetricDetails {
+                name: rel.metric.to_string(),
+                label: rel.label.to_string(),
+                unit: unit(field.unit).to_string(),
+                current: (field.read)(gpu),
+                limit: limit(gpu, rel.limit).map(|(_, v)| v),
+                limit_name: limit(gpu, rel.limit).map(|(n, _)| n.to_string()),
+                history: None,
+            })
+        }),
+    }
+}
+
+fn unit(catalog_unit: &str) -> &str {
+    match catalog_unit {
+        "celsius" => "°C",
+        "percent" => "%",
+        "watts" => "W",
+        other => other,
+    }
+}
+
+fn limit(gpu: &GpuSnapshot, limit: Limit) -> Option<(&'static str, f64)> {
+    match limit {
+        Limit::None => None,
+        Limit::Slowdown => Some((
+            "slowdown threshold",
+            gpu.identity.temperature_slowdown_celsius?,
+        )),
+        Limit::Shutdown => Some((
+            "shutdown threshold",
+            gpu.identity.temperature_shutdown_celsius?,
+        )),
+        Limit::PowerLimit => Some(("power limit", gpu.health.power_limit_watts?)),
+        Limit::MemoryTotal => Some((
+            "total",
+            gpu.readings.memory?.total_bytes as f64 / (1024.0 * 1024.0),
+        )),
+    }
+}
+
+/// Fills in the history of the alert's reading: the [`HISTORY_SPAN`] up to
+/// the transition, from the history database. A query that fails or finds
+/// nothing leaves the history out (the message goes without it).
+pub async fn add_history(
+    pool: &SqlitePool,
+    retention: Retention,
+    t: &Transition,
+    details: &mut Details,
+) {
+    let (Target::Gpu(uuid), Some(metric)) = (&t.key.target, details.metric.as_mut()) else {
+        return;
+    };
+    let Some(field) = catalog::field(&metric.name) else {
+        return;
+    };
+    let to_ms = ms(t.at) + 1;
+    let from_ms = to_ms - HISTORY_SPAN.as_millis() as i64;
+    let series = query::series(
+        pool,
+        &GpuSelector::Uuid(uuid.clone()),
+        field,
+        from_ms,
+        to_ms,
+        Some(HISTORY_STEP),
+        retention,
+        crate::notify::now_ms(),
+    )
+    .await;
+    let series = match series {
+        Ok(series) => series,
+        Err(e) => {
+            tracing::debug!(alert = %t.key, error = %e, "No history for the notification.");
+            return;
+        }
+    };
+    metric.history = summarize(&series.points, series.step_seconds, from_ms, to_ms);
+}
+
+/// One value per step over `[from_ms, to_ms)` and their min/avg/max; `None`
+/// when no step has data.
+fn summarize(
+    series: &[query::Point],
+    step_seconds: f64,
+    from_ms: i64,
+    to_ms: i64,
+) -> Option<HistorySummary> {
+    let step = step_seconds.max(1.0);
+    let from = from_ms as f64 / 1000.0;
+    let to = to_ms as f64 / 1000.0;
+    let slots = ((to - from) / step).ceil().max(1.0) as usize;
+    let mut points = vec![None; slots];
+    let (mut lo, mut hi, mut sum, mut n) = (f64::INFINITY, f64::NEG_INFINITY, 0.0, 0usize);
+    for p in series {
+        let Some(avg) = p.avg.or(p.last) else {
+            continue;
+        };
+        let slot = ((p.t - from) / step).floor();
+        if slot >= 0.0 && (slot as usize) < slots {
+            points[slot as usize] = Some(avg);
+        }
+        lo = lo.min(p.min.unwrap_or(avg));
+        hi = hi.max(p.max.unwrap_or(avg));
+        sum += avg;
+        n += 1;
+    }
+    (n > 0).then(|| HistorySummary {
+        from,
+        to,
+        step_seconds: step,
+        min: lo,
+        avg: sum / n as f64,
+        max: hi,
+        points,
+    })
+}
+
+fn ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Puts `details` into a payload built by [`super::webhook::payload`], as
+/// `alerts[0].gpuwatch`.
+pub fn attach(payload: &mut Value, details: &Details) {
+    if let (Some(alert), Ok(value)) = (
+        payload
+            .get_mut("alerts")
+            .and_then(|a| a.get_mut(0))
+            .and_then(Value::as_object_mut),
+        serde_json::to_value(details),
+    ) {
+        alert.insert("gpuwatch".to_string(), value);
+    }
+}
+
+/// Reads `alerts[0].gpuwatch` back (empty when absent, as in messages
+/// written before it existed).
+pub fn read(payload: &Value) -> Details {
+    payload
+        .get("alerts")
+        .and_then(|a| a.get(0))
+        .and_then(|a| a.get("gpuwatch"))
+        .and_then(|d| serde_json::from_value(d.clone()).ok())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::query::Point;
+
+    #[test]
+    fn thermal_and_power_conditions_map_to_their_readings() {
+        let thermal = Condition::parse("clock_event(hw_thermal_slowdown)").unwrap();
+        assert_eq!(related(&thermal).unwrap().metric, "temperature");
+        assert_eq!(related(&thermal).unwrap().limit, Limit::Slowdown);
+        let brake = Condition::parse("clock_event(hw_power_brake_slowdown)").unwrap();
+        assert_eq!(related(&brake).unwrap().metric, "power");
+        let memory = Condition::parse("memory_used_ratio > 0.95").unwrap();
+        assert_eq!(related(&memory).unwrap().metric, "memory_used");
+        let shutdown = Condition::parse("degrees_below_shutdown <= 3").unwrap();
+        assert_eq!(related(&shutdown).unwrap().limit, Limit::Shutdown);
+        assert!(related(&Condition::parse("xid(79)").unwrap()).is_none());
+        assert!(related(&Condition::parse("gpu_lost").unwrap()).is_none());
+        let any = Condition::parse("gpu_lost or temperature > 80").unwrap();
+        assert_eq!(related(&any).unwrap().metric, "temperature");
+        for (condition, _) in crate::rules::condition::METRICS {
+            let c = Condition::Compare {
+                metric: *condition,
+                op: crate::rules::Op::Gt,
+                threshold: 1.0,
+            };
+            let metric = related(&c).unwrap().metric;
+            assert!(catalog::field(metric).is_some(), "{metric}");
+        }
+    }
+
+    #[test]
+    fn history_is_summarized_per_step_with_gaps() {
+        let point = |t: f64, avg: f64, min: f64, max: f64| Point {
+            t,
+            avg: Some(avg),
+            min: Some(min),
+            max: Some(max),
+            last: Some(avg),
+        };
+        let points = vec![
+            point(1000.0, 60.0, 59.0, 61.0),
+            point(1090.0, 80.0, 70.0, 90.0),
+        ];
+        let s = summarize(&points, 30.0, 1_000_000, 1_120_000).unwrap();
+        assert_eq!(s.points, vec![Some(60.0), None, None, Some(80.0)]);
+        assert_eq!((s.min, s.avg, s.max), (59.0, 70.0, 90.0));
+        assert!(summarize(&[], 30.0, 1_000_000, 1_120_000).is_none());
+    }
+
+    #[test]
+    fn details_round_trip_through_the_payload() {
+        let mut payload = serde_json::json!({"alerts": [{"status": "firing"}]});
+        assert_eq!(read(&payload), Details::default());
+        let details = Details {
+            condition: Some("temperature > 85".into()),
+            value: Some(90.0),
+            threshold: Some(85.0),
+            gpu_name: Some("NVIDIA H100".into()),
+            metric: None,
+        };
+        attach(&mut payload, &details);
+        assert_eq!(payload["alerts"][0]["gpuwatch"]["gpuName"], "NVIDIA H100");
+        assert_eq!(read(&payload), details);
+    }
+}

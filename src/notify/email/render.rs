@@ -1,0 +1,634 @@
+//! The email for one outbox message: subject, plain text and HTML bodies,
+//! rendered from the neutral payload (the Alertmanager webhook v4 JSON with
+//! its `gpuwatch` details, see [`crate::notify::details`]). Pure: the same
+//! payload always gives the same email, so a retried message is identical.
+
+use std::fmt::Write as _;
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::history::chart::sparkline;
+use crate::notify::details::{self, Details, HistorySummary, MetricDetails};
+
+/// Alertmanager's "zero" time: an alert still firing has no end.
+const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+
+/// One rendered email.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// `[FIRING] GpuHwThermalSlowdown on node-1 gpu 3 (NVIDIA H100)`.
+    pub subject: String,
+    /// The text/plain part.
+    pub text: String,
+    /// The text/html part (every value from the payload escaped).
+    pub html: String,
+    /// The alert's fingerprint (the dedup key), for `X-Gpuwatch-Fingerprint`.
+    pub fingerprint: String,
+    /// `Message-ID`: the same for every attempt to send this message, so a
+    /// duplicate after a retry can be recognised.
+    pub message_id: String,
+}
+
+/// The payload's facts, read once.
+struct Alert<'a> {
+    status: &'a str,
+    name: &'a str,
+    severity: &'a str,
+    host: &'a str,
+    gpu: Option<&'a str>,
+    uuid: Option<&'a str>,
+    summary: Option<&'a str>,
+    description: Option<&'a str>,
+    starts: &'a str,
+    ends: Option<&'a str>,
+    fingerprint: &'a str,
+    external_url: &'a str,
+    labels: Vec<(&'a str, &'a str)>,
+    details: Details,
+}
+
+fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+impl<'a> Alert<'a> {
+    fn read(payload: &'a Value) -> Alert<'a> {
+        let alert = payload
+            .get("alerts")
+            .and_then(|a| a.get(0))
+            .unwrap_or(&Value::Null);
+        let labels = alert.get("labels").unwrap_or(&Value::Null);
+        let annotations = alert.get("annotations").unwrap_or(&Value::Null);
+        let label = |k| text(labels, k);
+        Alert {
+            status: text(alert, "status")
+                .or_else(|| text(payload, "status"))
+                .unwrap_or("firing"),
+            name: label("alertname").unwrap_or("alert"),
+            severity: label("severity").unwrap_or("none"),
+            host: label("host").or_else(|| label("instance")).unwrap_or(""),
+            gpu: label("gpu"),
+            uuid: label("uuid"),
+            summary: text(annotations, "summary"),
+            description: text(annotations, "description"),
+            starts: text(alert, "startsAt").unwrap_or(""),
+            ends: text(alert, "endsAt").filter(|e| *e != ZERO_TIME),
+            fingerprint: text(alert, "fingerprint").unwrap_or(""),
+            external_url: text(payload, "externalURL")
+                .unwrap_or("")
+                .trim_end_matches('/'),
+            labels: labels
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .filter(|(k, _)| {
+                            !matches!(
+                                k.as_str(),
+                                "alertname" | "severity" | "host" | "gpu" | "uuid"
+                            )
+                        })
+                        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            details: details::read(payload),
+        }
+    }
+
+    /// "node-1 gpu 3 (NVIDIA H100)", "node-1" for node alerts.
+    fn target(&self) -> String {
+        let mut out = self.host.to_string();
+        if let Some(gpu) = self.gpu {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            let _ = write!(out, "gpu {gpu}");
+            if let Some(name) = &self.details.gpu_name {
+                let _ = write!(out, " ({name})");
+            }
+        }
+        out
+    }
+
+    fn subject(&self) -> String {
+        let target = self.target();
+        let subject = if target.is_empty() {
+            format!("[{}] {}", self.status.to_uppercase(), self.name)
+        } else {
+            format!("[{}] {} on {target}", self.status.to_uppercase(), self.name)
+        };
+        // A header is one line.
+        subject.replace(['\r', '\n'], " ")
+    }
+
+    /// The rows of the facts table: (label, value).
+    fn facts(&self) -> Vec<(&'static str, String)> {
+        let d = &self.details;
+        let mut rows = vec![
+            ("Alert", self.name.to_string()),
+            ("Status", self.status.to_string()),
+            ("Severity", self.severity.to_string()),
+        ];
+        if !self.host.is_empty() {
+            rows.push(("Host", self.host.to_string()));
+        }
+        if let Some(gpu) = self.gpu {
+            let mut g = gpu.to_string();
+            if let Some(name) = &d.gpu_name {
+                let _ = write!(g, " {name}");
+            }
+            if let Some(uuid) = self.uuid {
+                let _ = write!(g, " ({uuid})");
+            }
+            rows.push(("GPU", g));
+        }
+        if let Some(condition) = &d.condition {
+            rows.push(("Condition", condition.clone()));
+        }
+        if let Some(value) = d.value {
+            rows.push(("Value", number(value)));
+        }
+        if let Some(threshold) = d.threshold {
+            rows.push(("Threshold", number(threshold)));
+        }
+        if let Some(m) = &d.metric {
+            if let Some(current) = m.current {
+                let mut v = with_unit(current, &m.unit);
+                if let (Some(limit), Some(name)) = (m.limit, &m.limit_name) {
+                    let _ = write!(v, " ({name} {})", with_unit(limit, &m.unit));
+                }
+                rows.push(("Reading", format!("{}: {v}", m.label)));
+            }
+        }
+        rows.push(("Started", self.starts.to_string()));
+        if let Some(ends) = self.ends {
+            rows.push(("Ended", ends.to_string()));
+        }
+        if !self.labels.is_empty() {
+            let labels: Vec<String> = self
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            rows.push(("Labels", labels.join(", ")));
+        }
+        rows.push(("Fingerprint", self.fingerprint.to_string()));
+        rows
+    }
+
+    /// (name, URL) links; none without `server.external_url`.
+    fn links(&self) -> Vec<(&'static str, String)> {
+        if self.external_url.is_empty() {
+            return Vec::new();
+        }
+        let base = self.external_url;
+        let mut links = vec![
+            ("Agent", format!("{base}/")),
+            ("Active alerts", format!("{base}/api/v1/alerts")),
+        ];
+        if let (Some(uuid), Some(m)) = (self.uuid, &self.details.metric) {
+            links.push((
+                "History",
+                format!(
+                    "{base}/api/v1/history?gpu={}&metric={}&from=-1h",
+                    encode(uuid),
+                    encode(&m.name)
+                ),
+            ));
+        }
+        links
+    }
+
+    fn message_id(&self) -> String {
+        let domain: String = self
+            .host
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'))
+            .collect();
+        let domain = if domain.is_empty() {
+            "gpuwatch.invalid".to_string()
+        } else {
+            domain
+        };
+        let local: String = format!("{}.{}.{}", self.fingerprint, self.status, self.starts)
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'))
+            .collect();
+        format!("<gpuwatch.{local}@{domain}>")
+    }
+}
+
+/// Renders the email for `payload` (an outbox message).
+pub fn render(payload: &Value) -> Rendered {
+    let alert = Alert::read(payload);
+    Rendered {
+        subject: alert.subject(),
+        text: plain(&alert),
+        html: html(&alert),
+        fingerprint: alert.fingerprint.to_string(),
+        message_id: alert.message_id(),
+    }
+}
+
+fn plain(a: &Alert) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}\n", a.subject());
+    for note in [a.summary, a.description].into_iter().flatten() {
+        let _ = writeln!(out, "{note}\n");
+    }
+    let facts = a.facts();
+    let width = facts.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+    for (k, v) in &facts {
+        let _ = writeln!(out, "{:width$} {v}", format!("{k}:"));
+    }
+    if let Some((m, h)) = history(&a.details) {
+        let _ = writeln!(
+            out,
+            "\n{}, last {} ({} – {}):",
+            m.label,
+            minutes(h),
+            clock(h.from),
+            clock(h.to)
+        );
+        let _ = writeln!(
+            out,
+            "  min {}  avg {}  max {}",
+            with_unit(h.min, &m.unit),
+            with_unit(h.avg, &m.unit),
+            with_unit(h.max, &m.unit)
+        );
+        let _ = writeln!(out, "  {}", sparkline(&h.points, 60));
+    }
+    let links = a.links();
+    if links.is_empty() {
+        // Hook: links appear once the agent knows its external URL
+        // (`server.external_url`), which the payload's externalURL carries.
+        let _ = writeln!(
+            out,
+            "\n(No links: set server.external_url for links to the agent.)"
+        );
+    } else {
+        let _ = writeln!(out, "\nLinks:");
+        for (name, url) in &links {
+            let _ = writeln!(out, "  {name}: {url}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n-- \nSent by gpuwatch. The fingerprint with the status identifies this notification."
+    );
+    out
+}
+
+fn html(a: &Alert) -> String {
+    let mut out = String::new();
+    let colour = match (a.status, a.severity) {
+        ("resolved", _) => "#2e7d32",
+        (_, "critical") => "#c62828",
+        (_, "warning") => "#ef6c00",
+        _ => "#1565c0",
+    };
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{}</title></head>\
+         <body style=\"font-family:sans-serif;font-size:14px;color:#222\">\n\
+         <h2 style=\"color:{colour};margin:0 0 8px\">{}</h2>\n",
+        escape(&a.subject()),
+        escape(&a.subject())
+    );
+    for note in [a.summary, a.description].into_iter().flatten() {
+        let _ = writeln!(out, "<p>{}</p>", escape(note));
+    }
+    let _ = writeln!(
+        out,
+        "<table cellpadding=\"4\" style=\"border-collapse:collapse\">"
+    );
+    for (k, v) in a.facts() {
+        let _ = writeln!(
+            out,
+            "<tr><th align=\"left\" style=\"border-bottom:1px solid #ddd\">{}</th>\
+             <td style=\"border-bottom:1px solid #ddd\">{}</td></tr>",
+            escape(k),
+            escape(&v)
+        );
+    }
+    let _ = writeln!(out, "</table>");
+    if let Some((m, h)) = history(&a.details) {
+        let _ = writeln!(
+            out,
+            "<h3>{}, last {} ({} – {})</h3>",
+            escape(&m.label),
+            escape(&minutes(h)),
+            escape(&clock(h.from)),
+            escape(&clock(h.to))
+        );
+        let _ = writeln!(
+            out,
+            "<table cellpadding=\"4\"><tr><th>min</th><th>avg</th><th>max</th></tr>\
+             <tr><td>{}</td><td>{}</td><td>{}</td></tr></table>",
+            escape(&with_unit(h.min, &m.unit)),
+            escape(&with_unit(h.avg, &m.unit)),
+            escape(&with_unit(h.max, &m.unit))
+        );
+        out.push_str(&svg(h, m.limit, colour));
+        let _ = writeln!(
+            out,
+            "<p style=\"font-family:monospace\">{}</p>",
+            escape(&sparkline(&h.points, 60))
+        );
+    }
+    let links = a.links();
+    if links.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p style=\"color:#777\">No links: set server.external_url for links to the agent.</p>"
+        );
+    } else {
+        let _ = writeln!(out, "<p>");
+        for (name, url) in &links {
+            let _ = writeln!(out, "<a href=\"{}\">{}</a><br>", escape(url), escape(name));
+        }
+        let _ = writeln!(out, "</p>");
+    }
+    let _ = writeln!(
+        out,
+        "<p style=\"color:#777;font-size:12px\">Sent by gpuwatch. Fingerprint {} (with the status, the dedup key).</p>\n</body></html>",
+        escape(a.fingerprint)
+    );
+    out
+}
+
+/// The metric's history, when the payload has one.
+fn history(d: &Details) -> Option<(&MetricDetails, &HistorySummary)> {
+    let m = d.metric.as_ref()?;
+    Some((m, m.history.as_ref()?))
+}
+
+/// A small line chart (inline SVG; clients that drop SVG still have the
+/// table and the text sparkline). The GPU's limit, when known and in range,
+/// is a dashed line.
+fn svg(h: &HistorySummary, limit: Option<f64>, colour: &str) -> String {
+    const W: f64 = 360.0;
+    const H: f64 = 80.0;
+    let mut lo = h.min;
+    let mut hi = h.max;
+    if let Some(l) = limit.filter(|l| (*l - hi).abs() <= (hi - lo).max(1.0)) {
+        lo = lo.min(l);
+        hi = hi.max(l);
+    }
+    let span = if (hi - lo).abs() < f64::EPSILON {
+        1.0
+    } else {
+        hi - lo
+    };
+    let n = h.points.len().max(2) as f64 - 1.0;
+    let y = |v: f64| H - 4.0 - (v - lo) / span * (H - 8.0);
+    let mut paths = Vec::new();
+    let mut current = String::new();
+    for (i, p) in h.points.iter().enumerate() {
+        match p {
+            Some(v) => {
+                let _ = write!(
+                    current,
+                    "{}{:.1},{:.1}",
+                    if current.is_empty() { "" } else { " " },
+                    i as f64 / n * W,
+                    y(*v)
+                );
+            }
+            None if !current.is_empty() => paths.push(std::mem::take(&mut current)),
+            None => {}
+        }
+    }
+    if !current.is_empty() {
+        paths.push(current);
+    }
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" style=\"background:#fafafa;border:1px solid #ddd\">"
+    );
+    if let Some(l) = limit.filter(|l| *l >= lo && *l <= hi) {
+        let _ = write!(
+            out,
+            "<line x1=\"0\" x2=\"{W}\" y1=\"{0:.1}\" y2=\"{0:.1}\" stroke=\"#c62828\" stroke-dasharray=\"4 3\"/>",
+            y(l)
+        );
+    }
+    for points in paths {
+        if points.contains(' ') {
+            let _ = write!(
+                out,
+                "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{points}\"/>"
+            );
+        } else if let Some((x, y)) = points.split_once(',') {
+            let _ = write!(
+                out,
+                "<circle cx=\"{x}\" cy=\"{y}\" r=\"2\" fill=\"{colour}\"/>"
+            );
+        }
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Escapes text for HTML content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Percent-encodes a URL query value.
+fn encode(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// A number without noise: 90, 0.95, 1.5e9 → "1500000000".
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+fn with_unit(v: f64, unit: &str) -> String {
+    let n = if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.1}");
+        s.trim_end_matches(".0").to_string()
+    };
+    match unit {
+        "" => n,
+        "%" | "°C" => format!("{n} {unit}").replace(" %", "%"),
+        _ => format!("{n} {unit}"),
+    }
+}
+
+fn minutes(h: &HistorySummary) -> String {
+    format!("{} min", ((h.to - h.from) / 60.0).round())
+}
+
+/// "18:42 UTC" for Unix seconds.
+fn clock(unix: f64) -> String {
+    let t = UNIX_EPOCH + Duration::from_secs_f64(unix.max(0.0));
+    let text = humantime::format_rfc3339_seconds(t).to_string();
+    // 2026-11-29T18:42:05Z
+    text.get(11..16)
+        .map(|hm| format!("{hm} UTC"))
+        .unwrap_or(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notify::details::{attach, HistorySummary, MetricDetails};
+    use serde_json::json;
+
+    fn payload(status: &str, external_url: &str) -> Value {
+        let mut p = json!({
+            "version": "4",
+            "status": status,
+            "receiver": "mail",
+            "externalURL": external_url,
+            "alerts": [{
+                "status": status,
+                "labels": {
+                    "alertname": "GpuHwThermalSlowdown",
+                    "severity": "warning",
+                    "host": "node-1",
+                    "gpu": "3",
+                    "uuid": "GPU-3333",
+                    "team": "<ml & infra>"
+                },
+                "annotations": {"summary": "GPU 3 <throttles> & \"burns\""},
+                "startsAt": "2026-11-29T18:00:00.000Z",
+                "endsAt": if status == "firing" { ZERO_TIME } else { "2026-11-29T18:10:00.000Z" },
+                "fingerprint": "0123456789abcdef",
+            }],
+        });
+        attach(
+            &mut p,
+            &Details {
+                condition: Some("clock_event(hw_thermal_slowdown)".into()),
+                value: Some(1.0),
+                threshold: None,
+                gpu_name: Some("NVIDIA H100".into()),
+                metric: Some(MetricDetails {
+                    name: "temperature".into(),
+                    label: "GPU temperature".into(),
+                    unit: "°C".into(),
+                    current: Some(90.0),
+                    limit: Some(88.0),
+                    limit_name: Some("slowdown threshold".into()),
+                    history: Some(HistorySummary {
+                        from: 1_795_000_000.0,
+                        to: 1_795_001_800.0,
+                        step_seconds: 30.0,
+                        min: 64.0,
+                        avg: 72.25,
+                        max: 90.0,
+                        points: vec![Some(64.0), None, Some(80.0), Some(90.0)],
+                    }),
+                }),
+            },
+        );
+        p
+    }
+
+    #[test]
+    fn firing_subject_names_the_alert_host_gpu_and_model() {
+        let r = render(&payload("firing", ""));
+        assert_eq!(
+            r.subject,
+            "[FIRING] GpuHwThermalSlowdown on node-1 gpu 3 (NVIDIA H100)"
+        );
+        assert_eq!(r.fingerprint, "0123456789abcdef");
+        let resolved = render(&payload("resolved", ""));
+        assert!(
+            resolved.subject.starts_with("[RESOLVED] "),
+            "{}",
+            resolved.subject
+        );
+        assert_ne!(r.message_id, resolved.message_id);
+        assert_eq!(r.message_id, render(&payload("firing", "")).message_id);
+        assert!(r
+            .message_id
+            .starts_with("<gpuwatch.0123456789abcdef.firing."));
+        assert!(r.message_id.ends_with("@node-1>"));
+    }
+
+    #[test]
+    fn text_has_the_facts_and_the_history() {
+        let r = render(&payload("firing", ""));
+        for needle in [
+            "Severity:    warning",
+            "GPU:         3 NVIDIA H100 (GPU-3333)",
+            "Condition:   clock_event(hw_thermal_slowdown)",
+            "Reading:     GPU temperature: 90 °C (slowdown threshold 88 °C)",
+            "Started:     2026-11-29T18:00:00.000Z",
+            "team=<ml & infra>",
+            "GPU temperature, last 30 min",
+            "min 64 °C  avg 72.2 °C  max 90 °C",
+            "▁ ▅█",
+            "set server.external_url",
+        ] {
+            assert!(r.text.contains(needle), "{needle:?} not in\n{}", r.text);
+        }
+        assert!(!r.text.contains("Ended:"));
+        assert!(render(&payload("resolved", ""))
+            .text
+            .contains("Ended:       2026-11-29T18:10:00.000Z"));
+    }
+
+    #[test]
+    fn html_escapes_everything_from_the_payload() {
+        let r = render(&payload("firing", "http://node-1:9842/"));
+        assert!(r
+            .html
+            .contains("GPU 3 &lt;throttles&gt; &amp; &quot;burns&quot;"));
+        assert!(r.html.contains("team=&lt;ml &amp; infra&gt;"));
+        assert!(!r.html.contains("<throttles>"));
+        assert!(!r.html.contains("<ml"));
+        assert!(r.html.contains("<svg"));
+        assert!(r.html.contains("<polyline"));
+        assert!(r
+            .html
+            .contains("http://node-1:9842/api/v1/history?gpu=GPU-3333&amp;metric=temperature"));
+        assert!(r
+            .text
+            .contains("Active alerts: http://node-1:9842/api/v1/alerts"));
+    }
+
+    #[test]
+    fn without_details_the_history_section_is_left_out() {
+        let mut p = payload("firing", "");
+        p["alerts"][0].as_object_mut().unwrap().remove("gpuwatch");
+        let r = render(&p);
+        assert_eq!(r.subject, "[FIRING] GpuHwThermalSlowdown on node-1 gpu 3");
+        assert!(!r.text.contains("last 30 min"));
+        assert!(!r.html.contains("<svg"));
+        assert!(r.text.contains("Alert:       GpuHwThermalSlowdown"));
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(number(90.0), "90");
+        assert_eq!(number(0.95), "0.95");
+        assert_eq!(with_unit(72.25, "°C"), "72.2 °C");
+        assert_eq!(with_unit(45.0, "%"), "45%");
+        assert_eq!(with_unit(81920.0, "MiB"), "81920 MiB");
+        assert_eq!(clock(1_795_000_000.0), "11:06 UTC");
+    }
+}
