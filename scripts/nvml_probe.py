@@ -25,6 +25,10 @@ FIELDS = {
     74: "POWER_VIOLATION", 76: "SYNC_BOOST_VIOLATION",
     251: "CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN", 252: "CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN",
     253: "CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN",
+    # The same three counters' ids from driver 580.82 on (CUDA 13.0 Update 1).
+    269: "CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN_V13U1",
+    270: "CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN_V13U1",
+    271: "CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN_V13U1",
 }
 
 
@@ -109,7 +113,7 @@ def probe_device(i):
     q("ecc_mode", N.nvmlDeviceGetEccMode)
     for err, ename in [(0, "corrected"), (1, "uncorrected")]:
         for cnt, cname in [(0, "volatile"), (1, "aggregate")]:
-            q(f"ecc_{ename}_{cname}", N.nvmlDeviceGetTotalEccErrors, err, cnt, 0)
+            q(f"ecc_{ename}_{cname}", N.nvmlDeviceGetTotalEccErrors, err, cnt)
     q("retired_pages_sbe", N.nvmlDeviceGetRetiredPages, 0)
     q("retired_pages_dbe", N.nvmlDeviceGetRetiredPages, 1)
     q("retired_pages_pending", N.nvmlDeviceGetRetiredPagesPendingStatus)

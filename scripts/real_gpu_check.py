@@ -88,7 +88,10 @@ def main():
                 work, "probe-idle.json")
     config = os.path.join(work, "gpuwatch.toml")
     save(work, "gpuwatch.toml", f'[server]\nlisten = "127.0.0.1:{args.port}"\n'
-                                f'[log]\nlevel = "info,gpuwatch=debug"\n')
+                                f'[log]\nlevel = "info,gpuwatch=debug"\n'
+                                f'[sampler]\nprocess_interval = "2s"\n'
+                                f'[[profiles]]\nname = "resnet50-inference"\nmemory = "1.8GB"\n'
+                                f'[[profiles]]\nname = "bert-base-training"\nmemory = "12GB"\n')
     run_to_file([args.bin, "status", "--config", config], work, "status.txt")
     run_to_file([args.bin, "status", "--json", "--config", config], work, "status.json")
 
@@ -135,6 +138,7 @@ def main():
         run_to_file([args.bin, "history", "--db", db, "--gpu", "0", "--metric", metric,
                      "--since", "10m", "--format", "csv"], work, f"history-{metric}.csv")
     run_to_file([args.bin, "events", "--db", db], work, "events.txt")
+    run_to_file([args.bin, "capacity", "--config", config], work, "capacity.txt")
 
     with tarfile.open(os.path.join(args.out, "check.tar.gz"), "w:gz") as tar:
         tar.add(work, arcname="gpuwatch-check")
