@@ -26,7 +26,9 @@
 //! - [`status`]: the `gpuwatch status` table.
 //! - [`alerting`]: the task that runs the [`rules`] on every snapshot,
 //!   persists their state and transitions, and feeds `gpuwatch_alerts` and
-//!   `/api/v1/alerts`.
+//!   `/api/v1/alerts`; silences, inhibition of a lost GPU's alerts, routes
+//!   per receiver, repeats and grouping decide which notifications it
+//!   writes to the outbox.
 //! - [`notify`]: the notification outbox (written with each alert
 //!   transition) and a dispatcher per receiver (webhooks).
 //! - [`app`]: the commands, as the binary runs them.

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use gpuwatch::app::alerts::{AlertsOptions, ListFormat};
 use gpuwatch::app::history::{DbOptions, EventsOptions, HistoryOptions, OutputFormat};
+use gpuwatch::app::silence::{AddOptions, AgentOptions};
 use gpuwatch::app::{self, RunOptions, SourceOptions};
 
 const EXAMPLES: &str = "Examples:
@@ -20,6 +22,10 @@ const EXAMPLES: &str = "Examples:
   gpuwatch validate --config gpuwatch.toml
   gpuwatch history --gpu 3 --metric temperature --since 6h --step 1m
   gpuwatch events --since 1d
+  gpuwatch alerts --since 1d                   # alerts now and their history
+  gpuwatch silence add --match alertname=GpuHot --match gpu=0 --duration 2h --comment 'fan swap'
+  gpuwatch silence list
+  gpuwatch silence expire 3
   gpuwatch run --web-config /etc/gpuwatch/web.yml  # TLS and basic auth
 
 Built-in scenarios: demo, desktop-rtx3090, h100x8, thermal-incident, memory-pressure, faults, golden";
@@ -100,6 +106,31 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: OutputFormat,
     },
+    /// Show the alerts (pending, firing, recently resolved) and their history, from the history database.
+    Alerts {
+        #[command(flatten)]
+        db: DbArgs,
+        /// History from: a duration ago (1d) or a time.
+        #[arg(long, default_value = "1d")]
+        since: String,
+        /// History to (default now).
+        #[arg(long, default_value = "now")]
+        until: String,
+        /// Only this alert (rule name).
+        #[arg(long)]
+        alertname: Option<String>,
+        /// Only this GPU (index or UUID).
+        #[arg(long)]
+        gpu: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: ListFormat,
+    },
+    /// Silence alerts (no notifications while silenced), through the running agent's HTTP API.
+    Silence {
+        #[command(subcommand)]
+        command: SilenceCommand,
+    },
     /// Check a configuration file and print every problem with file, line and field.
     Validate {
         /// Configuration file (TOML).
@@ -126,6 +157,80 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum SilenceCommand {
+    /// Add a silence; prints its id.
+    Add {
+        #[command(flatten)]
+        agent: AgentArgs,
+        /// A label matcher: label=value, label!=value, label=~regex, label!~regex (repeat; all must match).
+        #[arg(long = "match", value_name = "MATCHER", required = true)]
+        matchers: Vec<String>,
+        /// How long, e.g. 30m, 2h, 1d.
+        #[arg(long)]
+        duration: String,
+        /// Why (required).
+        #[arg(long)]
+        comment: String,
+        /// Who (default USER@host).
+        #[arg(long)]
+        author: Option<String>,
+        /// Start later: an RFC 3339 time (default now).
+        #[arg(long, value_name = "TIME")]
+        start: Option<String>,
+    },
+    /// List the active and pending silences.
+    List {
+        #[command(flatten)]
+        agent: AgentArgs,
+        /// Also the expired ones (kept 5 days).
+        #[arg(long)]
+        all: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: ListFormat,
+    },
+    /// Expire silences now.
+    Expire {
+        #[command(flatten)]
+        agent: AgentArgs,
+        /// Silence ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+struct AgentArgs {
+    /// The agent's URL (default from the config's server.listen: http://127.0.0.1:9842).
+    #[arg(long, value_name = "URL", env = "GPUWATCH_URL")]
+    url: Option<String>,
+    /// Configuration file, for the agent's address and web configuration.
+    #[arg(long, short, value_name = "FILE", env = "GPUWATCH_CONFIG")]
+    config: Option<PathBuf>,
+    /// Basic-auth user; the password comes from GPUWATCH_PASSWORD or --password-file.
+    #[arg(long)]
+    user: Option<String>,
+    /// File holding the basic-auth password.
+    #[arg(long, value_name = "FILE", requires = "user")]
+    password_file: Option<PathBuf>,
+    /// CA certificate (PEM) to check the agent's TLS certificate against.
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+}
+
+impl From<AgentArgs> for AgentOptions {
+    fn from(args: AgentArgs) -> Self {
+        AgentOptions {
+            url: args.url,
+            config: args.config,
+            user: args.user,
+            password_file: args.password_file,
+            ca_file: args.ca_file,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -224,6 +329,44 @@ fn main() -> ExitCode {
             kind,
             format,
         })
+        .map(|()| true),
+        Command::Alerts {
+            db,
+            since,
+            until,
+            alertname,
+            gpu,
+            format,
+        } => app::alerts::alerts(AlertsOptions {
+            db: db.into(),
+            since,
+            until,
+            alertname,
+            gpu,
+            format,
+        })
+        .map(|()| true),
+        Command::Silence { command } => match command {
+            SilenceCommand::Add {
+                agent,
+                matchers,
+                duration,
+                comment,
+                author,
+                start,
+            } => app::silence::add(AddOptions {
+                agent: agent.into(),
+                matchers,
+                duration,
+                start,
+                comment,
+                author,
+            }),
+            SilenceCommand::List { agent, all, format } => {
+                app::silence::list(agent.into(), all, format)
+            }
+            SilenceCommand::Expire { agent, ids } => app::silence::expire(agent.into(), &ids),
+        }
         .map(|()| true),
         Command::Validate { config, web_config } => {
             app::validate(config.as_deref(), web_config.as_deref())

@@ -4,17 +4,27 @@
 //! restart neither loses nor repeats an alert; publishes the state for
 //! `gpuwatch_alerts` and `/api/v1/alerts`.
 //!
-//! Each transition to firing or resolved also gets an outbox row per
-//! receiver in that transaction; [`crate::notify`] delivers them.
+//! After each evaluation, [`plan`] decides which notifications go out
+//! (routes, silences, inhibition, repeats); they are written as outbox rows
+//! in the same transaction, and [`crate::notify`] delivers them.
 
+pub mod history;
+pub mod matcher;
+mod message;
 mod metrics;
+pub mod mute;
+pub mod plan;
+pub mod route;
+pub mod silence;
+pub mod silences;
 mod store;
+pub mod view;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::gpu::Snapshot;
 use crate::history::{Retention, Store};
@@ -23,7 +33,9 @@ use crate::rules::{evaluate, AlertState, EvalState, Rule, Transition};
 use crate::sampler::SnapshotReceiver;
 
 pub use metrics::AlertsCollector;
-pub use store::{transitions, StoredTransition};
+pub use route::{Destination, Route};
+pub use silences::Silences;
+pub use store::load as load_state;
 
 /// The latest evaluation state, for /metrics and the API.
 pub type AlertsReceiver = watch::Receiver<Arc<EvalState>>;
@@ -53,28 +65,52 @@ pub async fn restore(
     (state, tx, rx)
 }
 
-/// The alerts of the state saved in the database (pending, firing and
-/// recently resolved): what the Alertmanager receiver re-sends from, so
-/// that its re-sends survive a restart and agree with the outbox.
-pub async fn saved_alerts(pool: &sqlx::SqlitePool) -> Result<Vec<crate::rules::Alert>, String> {
-    Ok(store::load(pool)
-        .await?
-        .map(|state| state.alerts.into_values().collect())
-        .unwrap_or_default())
+/// The alerts of the state saved in the database that a receiver with
+/// `route` is to hear about: firing, taken by the route, neither silenced
+/// (silences as stored now) nor inhibited. What the Alertmanager receiver
+/// re-sends from, so that its re-sends survive a restart and agree with the
+/// outbox.
+pub async fn saved_alerts(
+    pool: &sqlx::SqlitePool,
+    route: &Route,
+) -> Result<Vec<crate::rules::Alert>, String> {
+    let Some(state) = store::load(pool).await? else {
+        return Ok(Vec::new());
+    };
+    let silences = silences::list(pool).await.map_err(|e| e.to_string())?;
+    let mutes = mute::Mutes::new(&state, &silences, ms(SystemTime::now()));
+    Ok(state
+        .alerts
+        .iter()
+        .filter(|(key, alert)| {
+            matches!(alert.state, AlertState::Firing { .. })
+                && route.matches(&alert.labels)
+                && !mutes.of(key, alert).is_muted()
+        })
+        .map(|(_, alert)| alert.clone())
+        .collect())
 }
 
-/// Where the alerting task keeps its state: the history database, and the
-/// receivers whose outbox rows each transition adds.
+/// Where the alerting task keeps its state: the history database, the
+/// receivers that notifications go to, and the silences.
 #[derive(Debug, Clone)]
 pub struct Persist {
     /// The history database.
     pub store: Store,
-    /// The `[[receivers]]` names (empty: no notifications).
-    pub receivers: Vec<String>,
+    /// The `[[receivers]]` and their routes (empty: no notifications).
+    pub receivers: Vec<Destination>,
+    /// The silences, kept in the same database.
+    pub silences: Silences,
     /// History retention (which tier the notifications' history comes from).
     pub retention: Retention,
     /// The agent's external URL, for the messages' links.
     pub external_url: String,
+}
+
+fn ms(t: SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// Runs until the queue closes or `shutdown` turns true.
@@ -87,16 +123,26 @@ pub async fn run(
     publish: watch::Sender<Arc<EvalState>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let receivers = persist
-        .as_ref()
-        .map(|p| p.receivers.clone())
-        .unwrap_or_default();
-    let retention = persist.as_ref().map(|p| p.retention).unwrap_or_default();
-    let external_url = persist
-        .as_ref()
-        .map(|p| p.external_url.clone())
-        .unwrap_or_default();
-    let store = persist.map(|p| p.store);
+    if let Some(p) = &persist {
+        match store::seed_notified(&p.store.pool, &state, &p.receivers, ms(SystemTime::now())).await
+        {
+            Ok(0) => {}
+            Ok(n) => {
+                info!(notifications = n, "Recorded the alerts firing before this version as already sent, so the upgrade sends them no second time.")
+            }
+            Err(e) => {
+                warn!(error = %e, "Cannot record the alerts firing before this version as sent; they may be sent again.")
+            }
+        }
+    }
+    let mut notified = match &persist {
+        Some(p) => store::load_notified(&p.store.pool).await.unwrap_or_else(|e| {
+            warn!(error = %e, "Cannot read which notifications were sent; firing alerts may be sent again.");
+            plan::Notified::new()
+        }),
+        None => plan::Notified::new(),
+    };
+    let mut groups = plan::Groups::new();
     let mut recheck = tokio::time::interval(RECHECK);
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_save = std::time::Instant::now();
@@ -112,7 +158,8 @@ pub async fn run(
             },
             _ = shutdown.changed() => break,
         };
-        let (next, transitions) = evaluate(&rules, &snapshot, &state, SystemTime::now());
+        let now = SystemTime::now();
+        let (next, transitions) = evaluate(&rules, &snapshot, &state, now);
         for t in &transitions {
             log(t);
         }
@@ -121,33 +168,36 @@ pub async fn run(
         if changed {
             publish.send_replace(Arc::new(state.clone()));
         }
-        if let Some(store) = &store {
-            if !transitions.is_empty() || (changed && last_save.elapsed() >= SAVE_EVERY) {
-                let details = if receivers.is_empty() {
-                    Vec::new()
-                } else {
-                    gather(&store.pool, retention, &rules, &snapshot, &transitions).await
-                };
-                match store::save(
-                    &store.pool,
-                    &state,
-                    &transitions,
-                    &details,
-                    &receivers,
-                    &external_url,
-                )
-                .await
-                {
-                    Ok(()) => last_save = std::time::Instant::now(),
-                    Err(e) => {
-                        warn!(error = %e, "Cannot save alert state to the history database; retrying with the next change.")
-                    }
+        let Some(p) = &persist else { continue };
+        let silences = p.silences.current();
+        let mutes = mute::Mutes::new(&state, &silences, ms(now));
+        let planned = plan::plan(&state, &transitions, &p.receivers, &mutes, &notified, now);
+        let (messages, changes) = plan::group(planned, &p.receivers, &mut groups, ms(now));
+        for m in &messages {
+            for notice in &m.notices {
+                debug!(receiver = %m.receiver, alert = %notice.transition.key, kind = ?notice.kind, alerts = m.notices.len(), "Notification queued.");
+            }
+        }
+        if !transitions.is_empty()
+            || !messages.is_empty()
+            || !changes.is_empty()
+            || (changed && last_save.elapsed() >= SAVE_EVERY)
+        {
+            let details = gather(&p.store.pool, p.retention, &rules, &snapshot, &messages).await;
+            let rows = message::outgoing(&messages, &p.external_url, &details);
+            match store::save(&p.store.pool, &state, &transitions, &rows, &changes).await {
+                Ok(()) => {
+                    last_save = std::time::Instant::now();
+                    plan::apply(&mut notified, &changes);
+                }
+                Err(e) => {
+                    warn!(error = %e, "Cannot save alert state to the history database; retrying with the next evaluation.")
                 }
             }
         }
     }
-    if let Some(store) = &store {
-        if let Err(e) = store::save(&store.pool, &state, &[], &[], &[], "").await {
+    if let Some(p) = &persist {
+        if let Err(e) = store::save(&p.store.pool, &state, &[], &[], &[]).await {
             warn!(error = %e, "Cannot save alert state at shutdown.");
         }
     }
@@ -156,24 +206,26 @@ pub async fn run(
 /// What the notifications of `transitions` say beyond labels and
 /// annotations (value, threshold, GPU name, the reading's recent history),
 /// one per transition; only notified transitions get a history query.
+/// The details of each alert in `messages` (by fingerprint): the rule's
+/// condition and threshold, the GPU, and the reading's recent history, as of
+/// the notice (see [`details`]).
 async fn gather(
     pool: &sqlx::SqlitePool,
     retention: Retention,
     rules: &[Rule],
     snapshot: &Snapshot,
-    transitions: &[Transition],
-) -> Vec<details::Details> {
-    let mut all = Vec::with_capacity(transitions.len());
-    for t in transitions {
+    messages: &[plan::Message],
+) -> std::collections::BTreeMap<String, details::Details> {
+    let mut all = std::collections::BTreeMap::new();
+    for notice in messages.iter().flat_map(|m| &m.notices) {
+        if all.contains_key(&notice.fingerprint) {
+            continue;
+        }
+        let t = &notice.transition;
         let rule = rules.iter().find(|r| r.name == t.key.rule);
         let mut d = details::describe(rule, snapshot, t);
-        if matches!(
-            t.to,
-            AlertState::Firing { .. } | AlertState::Resolved { .. }
-        ) {
-            details::add_history(pool, retention, t, &mut d).await;
-        }
-        all.push(d);
+        details::add_history(pool, retention, t, &mut d).await;
+        all.insert(notice.fingerprint.clone(), d);
     }
     all
 }

@@ -4,8 +4,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sqlx::SqlitePool;
 
-use crate::notify::details::Details;
-use crate::rules::{EvalState, Target, Transition};
+use crate::rules::{AlertState, EvalState, Target, Transition};
+
+use super::plan::{Change, Notified, Sent};
+use super::route::Destination;
 
 fn ms(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
@@ -13,7 +15,7 @@ fn ms(t: SystemTime) -> i64 {
         .unwrap_or(0)
 }
 
-/// The saved state, if any.
+/// The saved state, if any (the agent's, or for `gpuwatch alerts`).
 pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
     let text: Option<String> = sqlx::query_scalar("SELECT state FROM alert_state WHERE id = 1")
         .fetch_optional(pool)
@@ -25,17 +27,83 @@ pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
     .transpose()
 }
 
-/// Saves `state` and `transitions` in one transaction, with an outbox row
-/// per (transition to firing or resolved) x receiver in `receivers`, whose
-/// links point at `external_url`. `details[i]`, where given, goes into
-/// transition i's messages.
+/// What each receiver was sent, as stored.
+pub async fn load_notified(pool: &SqlitePool) -> Result<Notified, String> {
+    let rows: Vec<(String, String, String, i64)> =
+        sqlx::query_as("SELECT receiver, fingerprint, alertname, last_ms FROM alert_notified")
+            .fetch_all(pool)
+            .await
+            .map_err(|e| e.to_string())?;
+    Ok(rows
+        .into_iter()
+        .map(|(receiver, fingerprint, alertname, last_ms)| {
+            ((receiver, fingerprint), Sent { alertname, last_ms })
+        })
+        .collect())
+}
+
+/// Once per database (while `alert_notified_seed` has its row): records
+/// the alerts firing in `state` as sent, now, to each receiver whose route
+/// takes them, as the version before routing did send them; then removes
+/// the row. Returns how many were recorded.
+pub async fn seed_notified(
+    pool: &SqlitePool,
+    state: &EvalState,
+    receivers: &[Destination],
+    now_ms: i64,
+) -> Result<usize, String> {
+    let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
+    let pending = sqlx::query("DELETE FROM alert_notified_seed")
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| e.to_string())?
+        .rows_affected();
+    let mut recorded = 0;
+    if pending > 0 {
+        for (key, alert) in &state.alerts {
+            if !matches!(alert.state, AlertState::Firing { .. }) {
+                continue;
+            }
+            let fingerprint = crate::notify::webhook::fingerprint(&alert.labels);
+            for d in receivers.iter().filter(|d| d.route.matches(&alert.labels)) {
+                sqlx::query(
+                    "INSERT OR IGNORE INTO alert_notified (receiver, fingerprint, alertname, last_ms) VALUES (?, ?, ?, ?)",
+                )
+                .bind(&d.name)
+                .bind(&fingerprint)
+                .bind(&key.rule)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| e.to_string())?;
+                recorded += 1;
+            }
+        }
+    }
+    tx.commit().await.map_err(|e| e.to_string())?;
+    Ok(recorded)
+}
+
+/// One outbox row to write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    /// The receiver.
+    pub receiver: String,
+    /// The dedup key: the alert's fingerprint.
+    pub fingerprint: String,
+    /// The body, JSON.
+    pub payload: String,
+}
+
+/// Saves `state` and `transitions` in one transaction, with the outbox rows
+/// and the changes to what each receiver was sent ([`Change`]), so that a
+/// crash keeps all of them or none.
 pub async fn save(
     pool: &SqlitePool,
     state: &EvalState,
     transitions: &[Transition],
-    details: &[Details],
-    receivers: &[String],
-    external_url: &str,
+    outgoing: &[Outgoing],
+    changes: &[Change],
 ) -> Result<(), String> {
     let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
     let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
@@ -48,7 +116,7 @@ pub async fn save(
     .execute(&mut *tx)
     .await
     .map_err(|e| e.to_string())?;
-    for (i, t) in transitions.iter().enumerate() {
+    for t in transitions {
         let target = match &t.key.target {
             Target::Gpu(uuid) => uuid.clone(),
             Target::Node => "node".to_string(),
@@ -69,84 +137,207 @@ pub async fn save(
         .execute(&mut *tx)
         .await
         .map_err(|e| e.to_string())?;
-        let fingerprint = crate::notify::webhook::fingerprint(&t.labels);
-        for receiver in receivers {
-            if let Some(mut body) = crate::notify::webhook::payload(t, receiver, external_url) {
-                if let Some(details) = details.get(i) {
-                    crate::notify::details::attach(&mut body, details);
-                }
-                crate::notify::outbox::insert(
-                    &mut tx,
-                    receiver,
-                    &fingerprint,
-                    &body.to_string(),
-                    ms(SystemTime::now()),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            }
+    }
+    for row in outgoing {
+        crate::notify::outbox::insert(
+            &mut tx,
+            &row.receiver,
+            &row.fingerprint,
+            &row.payload,
+            ms(SystemTime::now()),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    for change in changes {
+        match change {
+            Change::Sent {
+                receiver,
+                fingerprint,
+                sent,
+            } => sqlx::query(
+                "INSERT INTO alert_notified (receiver, fingerprint, alertname, last_ms) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT (receiver, fingerprint) DO UPDATE SET alertname = excluded.alertname, last_ms = excluded.last_ms",
+            )
+            .bind(receiver)
+            .bind(fingerprint)
+            .bind(&sent.alertname)
+            .bind(sent.last_ms),
+            Change::Forget {
+                receiver,
+                fingerprint,
+            } => sqlx::query("DELETE FROM alert_notified WHERE receiver = ? AND fingerprint = ?")
+                .bind(receiver)
+                .bind(fingerprint),
         }
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| e.to_string())?;
     }
     tx.commit().await.map_err(|e| e.to_string())
 }
 
-/// One stored alert transition, as `/api/v1/alerts/history` shows it.
-#[derive(Debug, Clone, serde::Serialize, PartialEq)]
-pub struct StoredTransition {
-    /// When, Unix seconds.
-    pub t: f64,
-    /// The rule.
-    pub alertname: String,
-    /// The GPU's UUID, or "node".
-    pub target: String,
-    /// State before: inactive, pending, firing or resolved.
-    pub from: String,
-    /// State after.
-    pub to: String,
-    /// The severity label, if any.
-    pub severity: Option<String>,
-    /// The rule's value at the transition.
-    pub value: Option<f64>,
-    /// The alert's labels (gpu, uuid, severity, ...).
-    pub labels: serde_json::Value,
-    /// Its annotations (summary, ...).
-    pub annotations: serde_json::Value,
-}
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
 
-/// Transitions between `from_ms` and `to_ms`, newest first, at most `limit`:
-/// the recent alert history.
-pub async fn transitions(
-    pool: &SqlitePool,
-    from_ms: i64,
-    to_ms: i64,
-    limit: i64,
-) -> Result<Vec<StoredTransition>, sqlx::Error> {
-    use sqlx::Row;
-    let rows = sqlx::query(
-        "SELECT ts, alertname, target, from_state, to_state, severity, value, labels, annotations \
-         FROM alert_transition WHERE ts >= ? AND ts < ? ORDER BY ts DESC, id DESC LIMIT ?",
-    )
-    .bind(from_ms)
-    .bind(to_ms)
-    .bind(limit)
-    .fetch_all(pool)
-    .await?;
-    // Labels and annotations were written by serde_json; a row that does not
-    // parse (edited by hand) shows them as null rather than failing the list.
-    let parse = |text: String| serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
-    rows.iter()
-        .map(|row| {
-            Ok(StoredTransition {
-                t: row.try_get::<i64, _>("ts")? as f64 / 1000.0,
-                alertname: row.try_get("alertname")?,
-                target: row.try_get("target")?,
-                from: row.try_get("from_state")?,
-                to: row.try_get("to_state")?,
-                severity: row.try_get("severity")?,
-                value: row.try_get("value")?,
-                labels: parse(row.try_get("labels")?),
-                annotations: parse(row.try_get("annotations")?),
+    use super::*;
+    use crate::alerting::matcher::Matcher;
+    use crate::alerting::route::Route;
+    use crate::history::{Durability, Store};
+    use crate::rules::{Alert, AlertKey};
+
+    fn alert(rule: &str, state: AlertState) -> (AlertKey, Alert) {
+        let labels: BTreeMap<String, String> = [("alertname", rule), ("gpu", "1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        (
+            AlertKey {
+                rule: rule.into(),
+                target: Target::Gpu("GPU-1".into()),
+            },
+            Alert {
+                state,
+                value: None,
+                labels,
+                annotations: BTreeMap::new(),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn alerts_firing_at_the_upgrade_count_as_sent_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open_for_writing(&dir.path().join("h.db"), Durability::Normal)
+            .await
+            .expect("open");
+        let t = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let state = EvalState {
+            alerts: [
+                alert(
+                    "GpuLost",
+                    AlertState::Firing {
+                        since: t,
+                        last_true: t,
+                    },
+                ),
+                alert("GpuHot", AlertState::Pending { since: t }),
+            ]
+            .into_iter()
+            .collect(),
+            ..EvalState::default()
+        };
+        let receivers = [
+            Destination {
+                name: "all".into(),
+                route: Route::default(),
+            },
+            Destination {
+                name: "other".into(),
+                route: Route {
+                    matchers: vec![Matcher::parse("alertname=GpuHot").unwrap()],
+                    ..Route::default()
+                },
+            },
+        ];
+        assert_eq!(
+            seed_notified(&store.pool, &state, &receivers, 5).await,
+            Ok(1)
+        );
+        let notified = load_notified(&store.pool).await.expect("load");
+        let fingerprint =
+            crate::notify::webhook::fingerprint(&state.alerts.values().next().unwrap().labels);
+        let fingerprint_lost = crate::notify::webhook::fingerprint(
+            &state.alerts[&alert("GpuLost", AlertState::Inactive).0].labels,
+        );
+        assert_ne!(fingerprint, fingerprint_lost);
+        assert_eq!(
+            notified.get(&("all".to_string(), fingerprint_lost)),
+            Some(&Sent {
+                alertname: "GpuLost".into(),
+                last_ms: 5
             })
-        })
-        .collect()
+        );
+        assert_eq!(notified.len(), 1, "{notified:?}");
+        // Only once per database.
+        assert_eq!(
+            seed_notified(&store.pool, &state, &receivers, 6).await,
+            Ok(0)
+        );
+        assert_eq!(load_notified(&store.pool).await.expect("load").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_alertmanager_resend_leaves_out_routed_away_silenced_and_inhibited_alerts() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open_for_writing(&dir.path().join("h.db"), Durability::Normal)
+            .await
+            .expect("open");
+        let now = std::time::SystemTime::now();
+        let firing = AlertState::Firing {
+            since: now,
+            last_true: now,
+        };
+        let on = |rule: &str, gpu: &str, severity: &str| {
+            let labels: BTreeMap<String, String> =
+                [("alertname", rule), ("gpu", gpu), ("severity", severity)]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+            (
+                AlertKey {
+                    rule: rule.into(),
+                    target: Target::Gpu(format!("GPU-{gpu}")),
+                },
+                Alert {
+                    state: firing,
+                    value: None,
+                    labels,
+                    annotations: BTreeMap::new(),
+                },
+            )
+        };
+        let state = EvalState {
+            alerts: [
+                on("GpuLost", "1", "critical"),
+                on("GpuXidFatal", "1", "critical"),
+                on("GpuHot", "2", "critical"),
+                on("GpuHot", "3", "critical"),
+                on("GpuMemoryPressure", "3", "warning"),
+            ]
+            .into_iter()
+            .collect(),
+            ..EvalState::default()
+        };
+        save(&store.pool, &state, &[], &[], &[])
+            .await
+            .expect("save");
+        let silences = crate::alerting::Silences::open(store.pool.clone(), 0)
+            .await
+            .expect("silences");
+        let now_ms = crate::notify::now_ms();
+        let new = crate::alerting::silence::NewSilence {
+            matchers: vec![Matcher::parse("gpu=2").unwrap()],
+            starts_ms: now_ms - 1000,
+            ends_ms: now_ms + 3_600_000,
+            created_by: "t".into(),
+            comment: "c".into(),
+        };
+        silences.add(&new, now_ms).await.expect("add");
+        let route = Route {
+            severities: vec![crate::rules::Severity::Critical],
+            ..Route::default()
+        };
+        let alerts = crate::alerting::saved_alerts(&store.pool, &route)
+            .await
+            .expect("alerts");
+        let names: Vec<String> = alerts
+            .iter()
+            .map(|a| format!("{}/{}", a.labels["alertname"], a.labels["gpu"]))
+            .collect();
+        // GpuXidFatal/1 inhibited, GpuHot/2 silenced, the warning routed away.
+        assert_eq!(names, vec!["GpuHot/3", "GpuLost/1"]);
+    }
 }

@@ -69,7 +69,7 @@ pub struct EventsOptions {
     pub format: OutputFormat,
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -78,7 +78,9 @@ fn now_ms() -> i64 {
 
 /// The agent's database: `--db`, else the config's history.path, else the
 /// default file (the simulated one when only that exists).
-fn database(options: &DbOptions) -> anyhow::Result<(PathBuf, crate::history::Retention)> {
+pub(crate) fn database(
+    options: &DbOptions,
+) -> anyhow::Result<(PathBuf, crate::history::Retention)> {
     let config = Config::load(options.config.as_deref())?;
     let path = options
         .db
@@ -101,7 +103,8 @@ fn database(options: &DbOptions) -> anyhow::Result<(PathBuf, crate::history::Ret
     Ok((path, config.history.retention))
 }
 
-fn open(path: &Path) -> anyhow::Result<(tokio::runtime::Runtime, Store)> {
+/// Opens the database read-only, with a runtime to query it on.
+pub(crate) fn open(path: &Path) -> anyhow::Result<(tokio::runtime::Runtime, Store)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -110,7 +113,8 @@ fn open(path: &Path) -> anyhow::Result<(tokio::runtime::Runtime, Store)> {
     Ok((runtime, store))
 }
 
-fn time(seconds: f64) -> String {
+/// Unix seconds as RFC 3339 (seconds).
+pub(crate) fn time(seconds: f64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs_f64(seconds.max(0.0)))
         .to_string()
 }

@@ -1,8 +1,11 @@
 //! The commands, as the binary runs them: `run`, `validate` and `status`
-//! here, `history` and `events` in [`history`]. Errors here are `anyhow`:
+//! here, `history` and `events` in [`history`], `alerts` in [`alerts`],
+//! `silence` in [`silence`]. Errors here are `anyhow`:
 //! this is the edge where they meet a person.
 
+pub mod alerts;
 pub mod history;
+pub mod silence;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -303,6 +306,19 @@ async fn serve_until_signal(
     let mut alerts_rx = None;
     let mut alerts_task = None;
     let mut dispatchers = Vec::new();
+    let silences = match &history {
+        Some(h) => Some(
+            crate::alerting::Silences::open(h.store.pool.clone(), crate::notify::now_ms())
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot read the silences from the history database {}",
+                        h.store.path.display()
+                    )
+                })?,
+        ),
+        None => None,
+    };
     if let Some(run) = alerts {
         let store = history.as_ref().map(|h| h.store.clone());
         let retention = history
@@ -325,7 +341,10 @@ async fn serve_until_signal(
                     }
                     let s = Arc::new(crate::notify::ReceiverStats::new(&receiver.name));
                     stats.push(s.clone());
-                    receivers.push(receiver.name.clone());
+                    receivers.push(crate::alerting::Destination {
+                        name: receiver.name.clone(),
+                        route: receiver.route.clone(),
+                    });
                     dispatchers.push(tokio::spawn(crate::notify::run(
                         receiver,
                         store.pool.clone(),
@@ -333,7 +352,8 @@ async fn serve_until_signal(
                         shutdown_rx.clone(),
                     )));
                 }
-                info!(receivers = %receivers.join(", "), "Sending alert notifications.");
+                let names: Vec<&str> = receivers.iter().map(|r| r.name.as_str()).collect();
+                info!(receivers = %names.join(", "), "Sending alert notifications.");
                 exporter = exporter.with(Box::new(crate::notify::NotifyCollector(stats)));
             }
             None if !config.receivers.is_empty() => {
@@ -344,19 +364,22 @@ async fn serve_until_signal(
         if let Some(store) = &store {
             dispatchers.push(tokio::spawn(crate::notify::cleanup::run(
                 store.pool.clone(),
-                receivers.clone(),
+                receivers.iter().map(|r| r.name.clone()).collect(),
                 shutdown_rx.clone(),
             )));
         }
         alerts_task = Some(tokio::spawn(crate::alerting::run(
             run.rules,
             state,
-            store.map(|store| crate::alerting::Persist {
-                store,
-                receivers,
-                retention,
-                external_url: external_url.clone(),
-            }),
+            store
+                .zip(silences.clone())
+                .map(|(store, silences)| crate::alerting::Persist {
+                    store,
+                    receivers,
+                    silences,
+                    retention,
+                    external_url: external_url.clone(),
+                }),
             run.snapshots,
             sampler.snapshots(),
             publish,
@@ -384,6 +407,7 @@ async fn serve_until_signal(
         progress: sampler.progress(),
         history: history_api,
         alerts: alerts_rx,
+        silences,
     });
     let dog = tokio::spawn(watchdog(
         sampler.progress(),

@@ -7,6 +7,7 @@
 mod email;
 mod raw;
 mod receivers;
+mod route;
 
 use std::fmt;
 use std::net::SocketAddr;

@@ -87,6 +87,17 @@ pub struct RawReceiver {
     pub retry_min: Option<Spanned<String>>,
     /// Longest retry delay.
     pub retry_max: Option<Spanned<String>>,
+    /// Routing: only alerts of these severities (default all).
+    pub severities: Option<Vec<Spanned<String>>>,
+    /// Routing: only alerts whose labels have these values.
+    #[serde(rename = "match")]
+    pub match_labels: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+    /// Routing: only alerts whose labels match these regexes (anchored).
+    pub match_re: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+    /// How often an alert that stays firing is sent again ("0": never).
+    pub repeat_interval: Option<Spanned<String>>,
+    /// How long to hold a new alert to send it with others of the node.
+    pub group_wait: Option<Spanned<String>>,
     /// Email: the SMTP server, "host:port".
     pub smarthost: Option<Spanned<String>>,
     /// Email: the sender address.

@@ -57,11 +57,13 @@ impl Validator<'_> {
                 }
             };
             let backoff = self.backoff(&at, &r);
+            let route = self.route(&|name| format!("{at}.{name}"), &r);
             if let (Some(kind), true) = (kind, self.problems.len() == before) {
                 receivers.push(ReceiverConfig {
                     name,
                     kind,
                     backoff,
+                    route,
                 });
             }
         }

@@ -14,25 +14,29 @@ use crate::history::timespec::{parse_step, parse_time};
 use super::routes::{respond, HttpResponse};
 use super::HttpState;
 
-fn json_response(status: StatusCode, value: &serde_json::Value) -> HttpResponse {
+/// A JSON response.
+pub(super) fn json_response(status: StatusCode, value: &serde_json::Value) -> HttpResponse {
     respond(status, "application/json", value.to_string())
 }
 
-fn bad(parameter: &str, message: &str) -> HttpResponse {
+/// 400: the query parameter and why.
+pub(super) fn bad(parameter: &str, message: &str) -> HttpResponse {
     json_response(
         StatusCode::BAD_REQUEST,
         &json!({ "error": format!("{parameter}: {message}"), "parameter": parameter }),
     )
 }
 
-fn now_ms() -> i64 {
+/// Now, ms since the Unix epoch.
+pub(super) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
 
-fn params(query: Option<&str>) -> HashMap<String, String> {
+/// The query parameters.
+pub(super) fn params(query: Option<&str>) -> HashMap<String, String> {
     form_urlencoded::parse(query.unwrap_or("").as_bytes())
         .into_owned()
         .collect()
@@ -151,32 +155,5 @@ pub async fn events(state: &HttpState, query: Option<&str>) -> HttpResponse {
     {
         Ok(events) => json_response(StatusCode::OK, &json!({ "events": events })),
         Err(e) => failed(e),
-    }
-}
-
-/// `GET /api/v1/alerts/history?from=-1d&to=now&limit=200`: stored alert
-/// transitions, newest first.
-pub async fn alert_history(state: &HttpState, query: Option<&str>) -> HttpResponse {
-    let Some(api) = &state.history else {
-        return disabled();
-    };
-    let p = params(query);
-    let now = now_ms();
-    let from = match parse_time(p.get("from").map_or("-1d", String::as_str), now) {
-        Ok(t) => t,
-        Err(message) => return bad("from", &message),
-    };
-    let to = match parse_time(p.get("to").map_or("now", String::as_str), now) {
-        Ok(t) => t,
-        Err(message) => return bad("to", &message),
-    };
-    let limit = match p.get("limit").map(|l| l.parse::<i64>()) {
-        None => 200,
-        Some(Ok(l)) if (1..=10_000).contains(&l) => l,
-        Some(_) => return bad("limit", "must be a number from 1 to 10000"),
-    };
-    match crate::alerting::transitions(&api.store.pool, from, to, limit).await {
-        Ok(list) => json_response(StatusCode::OK, &json!({ "transitions": list })),
-        Err(e) => failed(QueryError::Sql(e)),
     }
 }

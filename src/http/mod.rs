@@ -9,6 +9,7 @@
 //! With a web configuration ([`webconfig`], `--web-config`) the same server
 //! speaks TLS and asks for basic auth on every path: [`serve_secured`].
 
+mod alerts_api;
 pub mod auth;
 mod gpus;
 mod history_api;
@@ -51,6 +52,8 @@ pub struct HttpState {
     pub history: Option<HistoryApi>,
     /// The alert rules' latest state, when alerting runs.
     pub alerts: Option<crate::alerting::AlertsReceiver>,
+    /// The silences, when history is on (they are stored there).
+    pub silences: Option<crate::alerting::Silences>,
 }
 
 /// What the history endpoints read.
@@ -195,7 +198,7 @@ async fn serve_connection<S>(
                         return routes::unauthorized();
                     }
                 }
-                routes::handle(&state, &request).await
+                routes::handle(&state, request).await
             };
             let mut response = match tokio::time::timeout(timeout, handled).await {
                 Ok(response) => response,

@@ -13,15 +13,19 @@ use tracing::error;
 
 use crate::exporter::self_metrics::snapshot_age;
 use crate::exporter::Format;
-use crate::rules::AlertState;
 
-use super::{gpus, history_api, web, HttpState};
+use super::{alerts_api, gpus, history_api, web, HttpState};
 
 /// Response type of every handler.
 pub type HttpResponse = Response<Full<Bytes>>;
 
 /// Routes one request.
-pub async fn handle(state: &HttpState, request: &Request<Incoming>) -> HttpResponse {
+pub async fn handle(state: &HttpState, request: Request<Incoming>) -> HttpResponse {
+    let path = request.uri().path();
+    if path == "/api/v1/silences" || path.starts_with("/api/v1/silences/") {
+        return alerts_api::silences(state, request).await;
+    }
+    let request = &request;
     if request.method() != Method::GET && request.method() != Method::HEAD {
         let mut response = text(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -39,8 +43,8 @@ pub async fn handle(state: &HttpState, request: &Request<Incoming>) -> HttpRespo
         "/api/v1/snapshot" => snapshot_json(state),
         "/api/v1/history" => history_api::history(state, request.uri().query()).await,
         "/api/v1/events" => history_api::events(state, request.uri().query()).await,
-        "/api/v1/alerts" => alerts_json(state),
-        "/api/v1/alerts/history" => history_api::alert_history(state, request.uri().query()).await,
+        "/api/v1/alerts" => alerts_api::alerts(state),
+        "/api/v1/alerts/history" => alerts_api::history(state, request.uri().query()).await,
         "/api/v1/gpus" => json_value(&gpus::document(state)),
         "/" => web::index(request),
         path => match path.strip_prefix("/assets/") {
@@ -192,42 +196,6 @@ pub fn unauthorized() -> HttpResponse {
         HeaderValue::from_static(super::auth::CHALLENGE),
     );
     response
-}
-
-fn alerts_json(state: &HttpState) -> HttpResponse {
-    let Some(alerts) = &state.alerts else {
-        return text(StatusCode::NOT_FOUND, "alerting is off: no rules\n");
-    };
-    let current = alerts.borrow().clone();
-    let list: Vec<serde_json::Value> = current
-        .alerts
-        .iter()
-        .map(|(key, alert)| {
-            let secs = |t: SystemTime| crate::gpu::unix_seconds_f64(t);
-            let (kind, since, resolved_at) = match alert.state {
-                AlertState::Pending { since } => ("pending", Some(secs(since)), None),
-                AlertState::Firing { since, .. } => ("firing", Some(secs(since)), None),
-                AlertState::Resolved { at } => ("resolved", None, Some(secs(at))),
-                AlertState::Inactive => ("inactive", None, None),
-            };
-            serde_json::json!({
-                "alertname": key.rule,
-                "state": kind,
-                "active_since": since,
-                "resolved_at": resolved_at,
-                "value": alert.value,
-                "labels": alert.labels,
-                "annotations": alert.annotations,
-            })
-        })
-        .collect();
-    match serde_json::to_vec(&serde_json::json!({ "alerts": list })) {
-        Ok(body) => respond(StatusCode::OK, "application/json", body),
-        Err(_) => text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "encoding the alerts failed\n",
-        ),
-    }
 }
 
 /// A plain-text response.

@@ -41,6 +41,7 @@ pub async fn run(
             config: Arc::new(config.clone()),
             next: Instant::now() + config.resend_interval.min(FIRST_RESEND),
             failing: false,
+            route: receiver.route.clone(),
         }),
         _ => None,
     };
@@ -134,6 +135,8 @@ struct Resend {
     /// The last re-send failed (so the next failure is not logged loudly
     /// again).
     failing: bool,
+    /// The receiver's route: only the alerts it takes are re-sent.
+    route: crate::alerting::Route,
 }
 
 impl Resend {
@@ -146,7 +149,7 @@ impl Resend {
         stats: &ReceiverStats,
         shutdown: &mut watch::Receiver<bool>,
     ) {
-        let alerts = match crate::alerting::saved_alerts(pool).await {
+        let alerts = match crate::alerting::saved_alerts(pool, &self.route).await {
             Ok(alerts) => alerts,
             Err(e) => {
                 warn!(receiver = %receiver, error = %e, "Cannot read the firing alerts to re-send to Alertmanager; trying again at the next re-send.");

@@ -98,6 +98,8 @@ pub struct ReceiverConfig {
     pub kind: ReceiverKind,
     /// Retry delays.
     pub backoff: Backoff,
+    /// Which alerts it gets, how often they repeat, how long it groups.
+    pub route: crate::alerting::Route,
 }
 
 /// The kinds of receiver, each with its settings.

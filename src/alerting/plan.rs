@@ -1,0 +1,654 @@
+//! Which notifications to write after an evaluation: a pure function of the
+//! alert state, the evaluation's transitions, the receivers' routes, what
+//! mutes alerts, and what each receiver was already sent ([`Notified`]).
+//!
+//! - A firing alert that a receiver's route matches, not muted, and not yet
+//!   sent to it: a firing notification. This covers a new alert, one that
+//!   was silenced or inhibited when it fired and no longer is, and a
+//!   receiver added since.
+//! - Sent, still firing, and the receiver's `repeat_interval` passed since
+//!   the last one: the firing notification again (muted alerts wait).
+//! - Resolved, and the receiver was sent its firing: a resolved
+//!   notification, even if the alert is muted now (a receiver that was told
+//!   an alert fires is always told it ended, so no incident stays open).
+//!   An alert that was never sent is never sent resolved.
+//!
+//! [`Notified`] changes only once the notifications are committed, so a
+//! failed save or a crash plans the same notifications again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::rules::{AlertState, EvalState, Transition};
+
+use super::mute::Mutes;
+use super::route::Destination;
+
+/// What a receiver was last sent about one alert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// The alert's name (for people reading the table).
+    pub alertname: String,
+    /// When its firing was last sent (ms since the Unix epoch).
+    pub last_ms: i64,
+}
+
+/// (receiver, alert fingerprint) → the last firing notification sent.
+pub type Notified = BTreeMap<(String, String), Sent>;
+
+/// Why a notification goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The alert fires and the receiver has not been told.
+    Firing,
+    /// The alert still fires and the repeat interval passed.
+    Repeat,
+    /// The alert resolved after the receiver was told it fires.
+    Resolved,
+}
+
+/// One notification to write to the outbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    /// The receiver.
+    pub receiver: String,
+    /// The alert's fingerprint.
+    pub fingerprint: String,
+    /// Why.
+    pub kind: Kind,
+    /// The alert as a transition (the real one where this evaluation made
+    /// it; otherwise built from the state), which the payload is made of.
+    pub transition: Transition,
+}
+
+/// A change to [`Notified`], committed with the notifications.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The receiver was sent the alert's firing at `last_ms`.
+    Sent {
+        /// The receiver.
+        receiver: String,
+        /// The alert's fingerprint.
+        fingerprint: String,
+        /// What was sent.
+        sent: Sent,
+    },
+    /// Nothing more to send about the alert (resolved sent, or the alert or
+    /// receiver is gone).
+    Forget {
+        /// The receiver.
+        receiver: String,
+        /// The alert's fingerprint.
+        fingerprint: String,
+    },
+}
+
+/// Notifications and the bookkeeping that goes with them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    /// To write to the outbox.
+    pub notices: Vec<Notice>,
+    /// To apply to [`Notified`] (in the database, in the same transaction).
+    pub changes: Vec<Change>,
+}
+
+impl Plan {
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.notices.is_empty() && self.changes.is_empty()
+    }
+}
+
+/// Applies committed changes.
+pub fn apply(notified: &mut Notified, changes: &[Change]) {
+    for change in changes {
+        match change {
+            Change::Sent {
+                receiver,
+                fingerprint,
+                sent,
+            } => {
+                notified.insert((receiver.clone(), fingerprint.clone()), sent.clone());
+            }
+            Change::Forget {
+                receiver,
+                fingerprint,
+            } => {
+                notified.remove(&(receiver.clone(), fingerprint.clone()));
+            }
+        }
+    }
+}
+
+fn ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Plans the notifications after an evaluation at `now` (see the module
+/// documentation for the rules).
+pub fn plan(
+    state: &EvalState,
+    transitions: &[Transition],
+    destinations: &[Destination],
+    mutes: &Mutes<'_>,
+    notified: &Notified,
+    now: SystemTime,
+) -> Plan {
+    let now_ms = ms(now);
+    let mut plan = Plan::default();
+    let mut live = BTreeSet::new();
+    for (key, alert) in &state.alerts {
+        let fingerprint = crate::notify::webhook::fingerprint(&alert.labels);
+        let as_transition = || {
+            transitions
+                .iter()
+                .find(|t| t.key == *key && t.to == alert.state)
+                .cloned()
+                .unwrap_or_else(|| Transition {
+                    key: key.clone(),
+                    from: alert.state,
+                    to: alert.state,
+                    at: now,
+                    value: alert.value,
+                    labels: alert.labels.clone(),
+                    annotations: alert.annotations.clone(),
+                })
+        };
+        match alert.state {
+            AlertState::Firing { .. } => {
+                live.insert(fingerprint.clone());
+                if mutes.of(key, alert).is_muted() {
+                    continue;
+                }
+                for d in destinations {
+                    if !d.route.matches(&alert.labels) {
+                        continue;
+                    }
+                    let kind = match notified.get(&(d.name.clone(), fingerprint.clone())) {
+                        None => Kind::Firing,
+                        Some(sent)
+                            if d.route.repeat_interval.is_some_and(|every| {
+                                now_ms - sent.last_ms >= every.as_millis() as i64
+                            }) =>
+                        {
+                            Kind::Repeat
+                        }
+                        Some(_) => continue,
+                    };
+                    plan.notices.push(Notice {
+                        receiver: d.name.clone(),
+                        fingerprint: fingerprint.clone(),
+                        kind,
+                        transition: as_transition(),
+                    });
+                    plan.changes.push(Change::Sent {
+                        receiver: d.name.clone(),
+                        fingerprint: fingerprint.clone(),
+                        sent: Sent {
+                            alertname: key.rule.clone(),
+                            last_ms: now_ms,
+                        },
+                    });
+                }
+            }
+            AlertState::Resolved { .. } => {
+                for d in destinations {
+                    if notified.contains_key(&(d.name.clone(), fingerprint.clone())) {
+                        plan.notices.push(Notice {
+                            receiver: d.name.clone(),
+                            fingerprint: fingerprint.clone(),
+                            kind: Kind::Resolved,
+                            transition: as_transition(),
+                        });
+                        plan.changes.push(Change::Forget {
+                            receiver: d.name.clone(),
+                            fingerprint: fingerprint.clone(),
+                        });
+                    }
+                }
+            }
+            AlertState::Pending { .. } | AlertState::Inactive => {}
+        }
+    }
+    // Bookkeeping for alerts that are gone, and receivers no longer
+    // configured.
+    for (receiver, fingerprint) in notified.keys() {
+        let resolved_now = plan.changes.iter().any(|c| {
+            matches!(c, Change::Forget { receiver: r, fingerprint: f } if r == receiver && f == fingerprint)
+        });
+        if resolved_now {
+            continue;
+        }
+        if !live.contains(fingerprint) || !destinations.iter().any(|d| &d.name == receiver) {
+            plan.changes.push(Change::Forget {
+                receiver: receiver.clone(),
+                fingerprint: fingerprint.clone(),
+            });
+        }
+    }
+    plan
+}
+
+/// One outbox message: one notice, or several new firing alerts of the node
+/// grouped for a receiver with a `group_wait`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// The receiver.
+    pub receiver: String,
+    /// The alerts in it (at least one).
+    pub notices: Vec<Notice>,
+}
+
+/// Open groups: receiver → when its wait ends (ms since the Unix epoch).
+pub type Groups = BTreeMap<String, i64>;
+
+/// Turns a plan into messages. For a receiver with a `group_wait`, new
+/// firing notices are held back (their bookkeeping too, so the next
+/// evaluation plans them again) until the wait that the first of them
+/// opened is over; then all that are due go out in one message. Repeats and
+/// resolved notices go out at once, one per message. Nothing is held in
+/// memory but the deadline: a restart plans the held alerts again.
+pub fn group(
+    plan: Plan,
+    destinations: &[Destination],
+    groups: &mut Groups,
+    now_ms: i64,
+) -> (Vec<Message>, Vec<Change>) {
+    let Plan {
+        notices,
+        mut changes,
+    } = plan;
+    let mut messages = Vec::new();
+    let mut grouped: BTreeMap<String, Vec<Notice>> = BTreeMap::new();
+    for notice in notices {
+        let wait = destinations
+            .iter()
+            .find(|d| d.name == notice.receiver)
+            .map_or(0, |d| d.route.group_wait.as_millis() as i64);
+        if notice.kind == Kind::Firing && wait > 0 {
+            grouped
+                .entry(notice.receiver.clone())
+                .or_default()
+                .push(notice);
+        } else {
+            messages.push(Message {
+                receiver: notice.receiver.clone(),
+                notices: vec![notice],
+            });
+        }
+    }
+    groups.retain(|receiver, _| grouped.contains_key(receiver));
+    for (receiver, held) in grouped {
+        let wait = destinations
+            .iter()
+            .find(|d| d.name == receiver)
+            .map_or(0, |d| d.route.group_wait.as_millis() as i64);
+        let deadline = *groups.entry(receiver.clone()).or_insert(now_ms + wait);
+        if now_ms < deadline {
+            changes.retain(|c| {
+                !matches!(c, Change::Sent { receiver: r, fingerprint: f, .. }
+                    if *r == receiver && held.iter().any(|n| n.fingerprint == *f))
+            });
+        } else {
+            groups.remove(&receiver);
+            messages.push(Message {
+                receiver,
+                notices: held,
+            });
+        }
+    }
+    (messages, changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::alerting::matcher::Matcher;
+    use crate::alerting::route::Route;
+    use crate::alerting::silence::Silence;
+    use crate::rules::{Alert, AlertKey, Severity, Target};
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn at(s: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_000_000 + s)
+    }
+
+    fn key(rule: &str, gpu: u32) -> AlertKey {
+        AlertKey {
+            rule: rule.into(),
+            target: Target::Gpu(format!("GPU-{gpu}")),
+        }
+    }
+
+    fn alert(rule: &str, gpu: u32, severity: &str, state: AlertState) -> (AlertKey, Alert) {
+        let labels = [
+            ("alertname", rule.to_string()),
+            ("gpu", gpu.to_string()),
+            ("uuid", format!("GPU-{gpu}")),
+            ("severity", severity.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        (
+            key(rule, gpu),
+            Alert {
+                state,
+                value: Some(1.0),
+                labels,
+                annotations: BTreeMap::new(),
+            },
+        )
+    }
+
+    fn firing(since: u64) -> AlertState {
+        AlertState::Firing {
+            since: at(since),
+            last_true: at(since),
+        }
+    }
+
+    fn state(alerts: Vec<(AlertKey, Alert)>) -> EvalState {
+        EvalState {
+            alerts: alerts.into_iter().collect(),
+            ..EvalState::default()
+        }
+    }
+
+    fn dest(name: &str, route: Route) -> Destination {
+        Destination {
+            name: name.into(),
+            route,
+        }
+    }
+
+    /// Plans at `now` with no silences, applies the changes, returns
+    /// (receiver, alertname, kind) of each notice.
+    fn step(
+        s: &EvalState,
+        ds: &[Destination],
+        silences: &[Silence],
+        notified: &mut Notified,
+        now: u64,
+    ) -> Vec<(String, String, Kind)> {
+        let mutes = Mutes::new(s, silences, ms(at(now)));
+        let p = plan(s, &[], ds, &mutes, notified, at(now));
+        apply(notified, &p.changes);
+        p.notices
+            .iter()
+            .map(|n| (n.receiver.clone(), n.transition.key.rule.clone(), n.kind))
+            .collect()
+    }
+
+    fn n(receiver: &str, rule: &str, kind: Kind) -> (String, String, Kind) {
+        (receiver.into(), rule.into(), kind)
+    }
+
+    #[test]
+    fn routes_pick_receivers_by_severity_and_labels() {
+        let ds = [
+            dest("all", Route::default()),
+            dest(
+                "pager",
+                Route {
+                    severities: vec![Severity::Critical],
+                    ..Route::default()
+                },
+            ),
+            dest(
+                "gpu0",
+                Route {
+                    matchers: vec![Matcher::parse("gpu=0").unwrap()],
+                    ..Route::default()
+                },
+            ),
+        ];
+        let s = state(vec![
+            alert("GpuHot", 0, "warning", firing(0)),
+            alert("GpuLost", 1, "critical", firing(0)),
+        ]);
+        let mut notified = Notified::new();
+        let notices = step(&s, &ds, &[], &mut notified, 1);
+        assert_eq!(
+            notices,
+            vec![
+                n("all", "GpuHot", Kind::Firing),
+                n("gpu0", "GpuHot", Kind::Firing),
+                n("all", "GpuLost", Kind::Firing),
+                n("pager", "GpuLost", Kind::Firing),
+            ]
+        );
+        assert_eq!(notified.len(), 4);
+        // Nothing new: nothing sent.
+        assert!(step(&s, &ds, &[], &mut notified, 2).is_empty());
+    }
+
+    #[test]
+    fn firing_repeats_every_interval_until_resolved_then_resolves_once() {
+        let ds = [
+            dest(
+                "hourly",
+                Route {
+                    repeat_interval: Some(HOUR),
+                    ..Route::default()
+                },
+            ),
+            dest(
+                "once",
+                Route {
+                    repeat_interval: None,
+                    ..Route::default()
+                },
+            ),
+        ];
+        let mut s = state(vec![alert("GpuHot", 0, "warning", firing(0))]);
+        let mut notified = Notified::new();
+        assert_eq!(step(&s, &ds, &[], &mut notified, 0).len(), 2);
+        assert!(step(&s, &ds, &[], &mut notified, 3599).is_empty());
+        assert_eq!(
+            step(&s, &ds, &[], &mut notified, 3600),
+            vec![n("hourly", "GpuHot", Kind::Repeat)]
+        );
+        assert!(step(&s, &ds, &[], &mut notified, 7199).is_empty());
+        assert_eq!(step(&s, &ds, &[], &mut notified, 7200).len(), 1);
+        s.alerts.get_mut(&key("GpuHot", 0)).unwrap().state = AlertState::Resolved { at: at(8000) };
+        assert_eq!(
+            step(&s, &ds, &[], &mut notified, 8000),
+            vec![
+                n("hourly", "GpuHot", Kind::Resolved),
+                n("once", "GpuHot", Kind::Resolved)
+            ]
+        );
+        assert!(notified.is_empty());
+        assert!(step(&s, &ds, &[], &mut notified, 8001).is_empty());
+    }
+
+    #[test]
+    fn muted_alerts_wait_and_go_out_once_unmuted() {
+        let ds = [dest("all", Route::default())];
+        let lost = alert("GpuLost", 1, "critical", firing(0));
+        let xid = alert("GpuXidFatal", 1, "critical", firing(0));
+        let mut s = state(vec![lost.clone(), xid.clone()]);
+        let silence = Silence {
+            id: 7,
+            matchers: vec![Matcher::parse("alertname=GpuLost").unwrap()],
+            starts_ms: ms(at(0)),
+            ends_ms: ms(at(100)),
+            created_by: "t".into(),
+            comment: "c".into(),
+            updated_ms: 0,
+        };
+        let silences = [silence];
+        let mut notified = Notified::new();
+        // GpuLost silenced, GpuXidFatal inhibited by the lost GPU.
+        assert!(step(&s, &ds, &silences, &mut notified, 10).is_empty());
+        // The silence ends: GpuLost goes out; the Xid stays inhibited.
+        assert_eq!(
+            step(&s, &ds, &silences, &mut notified, 100),
+            vec![n("all", "GpuLost", Kind::Firing)]
+        );
+        // The GPU is back: GpuLost resolves, the Xid is no longer inhibited.
+        s.alerts.get_mut(&lost.0).unwrap().state = AlertState::Resolved { at: at(200) };
+        assert_eq!(
+            step(&s, &ds, &silences, &mut notified, 200),
+            vec![
+                n("all", "GpuLost", Kind::Resolved),
+                n("all", "GpuXidFatal", Kind::Firing)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_muted_alert_that_was_sent_still_resolves_and_one_never_sent_does_not() {
+        let ds = [dest("all", Route::default())];
+        let mut s = state(vec![
+            alert("GpuHot", 0, "warning", firing(0)),
+            alert("GpuHot", 1, "warning", firing(0)),
+        ]);
+        let mut notified = Notified::new();
+        let silence = |id, m: &str| Silence {
+            id,
+            matchers: vec![Matcher::parse(m).unwrap()],
+            starts_ms: 0,
+            ends_ms: ms(at(100_000)),
+            created_by: "t".into(),
+            comment: "c".into(),
+            updated_ms: 0,
+        };
+        // GPU 1 is silenced from the start; GPU 0 is sent, then silenced.
+        let only1 = [silence(1, "gpu=1")];
+        assert_eq!(
+            step(&s, &ds, &only1, &mut notified, 1),
+            vec![n("all", "GpuHot", Kind::Firing)]
+        );
+        let both = [silence(1, "gpu=1"), silence(2, "gpu=0")];
+        // Muted alerts do not repeat.
+        assert!(step(&s, &ds, &both, &mut notified, 5 * 3600).is_empty());
+        for alert in s.alerts.values_mut() {
+            alert.state = AlertState::Resolved { at: at(6 * 3600) };
+        }
+        let resolved = step(&s, &ds, &both, &mut notified, 6 * 3600);
+        assert_eq!(resolved, vec![n("all", "GpuHot", Kind::Resolved)]);
+    }
+
+    #[test]
+    fn the_real_transition_is_used_and_stale_bookkeeping_is_forgotten() {
+        let ds = [dest("all", Route::default())];
+        let (k, mut a) = alert("GpuHot", 0, "warning", firing(0));
+        let mut notified = Notified::new();
+        step(
+            &state(vec![(k.clone(), a.clone())]),
+            &ds,
+            &[],
+            &mut notified,
+            1,
+        );
+        let t = Transition {
+            key: k.clone(),
+            from: firing(0),
+            to: AlertState::Resolved { at: at(50) },
+            at: at(50),
+            value: Some(2.0),
+            labels: a.labels.clone(),
+            annotations: BTreeMap::new(),
+        };
+        a.state = t.to;
+        let s = state(vec![(k, a)]);
+        let mutes = Mutes::new(&s, &[], 0);
+        let p = plan(&s, std::slice::from_ref(&t), &ds, &mutes, &notified, at(50));
+        assert_eq!(p.notices.len(), 1);
+        assert_eq!(p.notices[0].transition, t, "startsAt comes from the firing");
+        // A receiver that is gone, and an alert that is gone: forgotten.
+        let mut stale = Notified::new();
+        let sent = Sent {
+            alertname: "X".into(),
+            last_ms: 0,
+        };
+        stale.insert(("old".into(), "f1".into()), sent.clone());
+        stale.insert(("all".into(), "f2".into()), sent);
+        let p = plan(&EvalState::default(), &[], &ds, &mutes, &stale, at(60));
+        assert!(p.notices.is_empty());
+        apply(&mut stale, &p.changes);
+        assert!(stale.is_empty());
+    }
+
+    #[test]
+    fn a_group_wait_holds_new_alerts_and_sends_them_in_one_message() {
+        let ds = [
+            dest(
+                "grouped",
+                Route {
+                    group_wait: Duration::from_secs(30),
+                    repeat_interval: Some(HOUR),
+                    ..Route::default()
+                },
+            ),
+            dest("direct", Route::default()),
+        ];
+        let mut s = state(vec![alert("GpuHot", 0, "warning", firing(0))]);
+        let mut notified = Notified::new();
+        let mut groups = Groups::new();
+        let mut round = |s: &EvalState, now: u64, notified: &mut Notified| {
+            let mutes = Mutes::new(s, &[], ms(at(now)));
+            let p = plan(s, &[], &ds, &mutes, notified, at(now));
+            let (messages, changes) = group(p, &ds, &mut groups, ms(at(now)));
+            apply(notified, &changes);
+            messages
+                .iter()
+                .map(|m| {
+                    let names: Vec<String> = m
+                        .notices
+                        .iter()
+                        .map(|n| format!("{}/{:?}", n.transition.key, n.kind))
+                        .collect();
+                    format!("{}: {}", m.receiver, names.join(" "))
+                })
+                .collect::<Vec<_>>()
+        };
+        // The direct receiver at once; the grouped one waits.
+        assert_eq!(
+            round(&s, 0, &mut notified),
+            vec!["direct: GpuHot/GPU-0/Firing"]
+        );
+        let (k, a) = alert("GpuLost", 1, "critical", firing(10));
+        s.alerts.insert(k, a);
+        assert_eq!(
+            round(&s, 10, &mut notified),
+            vec!["direct: GpuLost/GPU-1/Firing"]
+        );
+        assert!(round(&s, 29, &mut notified).is_empty());
+        // 30 s after the first: both in one message.
+        assert_eq!(
+            round(&s, 30, &mut notified),
+            vec!["grouped: GpuHot/GPU-0/Firing GpuLost/GPU-1/Firing"]
+        );
+        assert!(round(&s, 31, &mut notified).is_empty());
+        // Repeats and resolved ones are not held.
+        assert_eq!(
+            round(&s, 3630, &mut notified),
+            vec![
+                "grouped: GpuHot/GPU-0/Repeat",
+                "grouped: GpuLost/GPU-1/Repeat"
+            ]
+        );
+        // An alert that resolves while held is never sent to the group.
+        let (k, a) = alert("GpuMemoryPressure", 2, "warning", firing(4000));
+        s.alerts.insert(k.clone(), a);
+        assert_eq!(
+            round(&s, 4000, &mut notified),
+            vec!["direct: GpuMemoryPressure/GPU-2/Firing"]
+        );
+        s.alerts.get_mut(&k).unwrap().state = AlertState::Resolved { at: at(4010) };
+        assert_eq!(
+            round(&s, 4010, &mut notified),
+            vec!["direct: GpuMemoryPressure/GPU-2/Resolved"]
+        );
+        assert!(round(&s, 4040, &mut notified).is_empty());
+        assert!(groups.is_empty());
+    }
+}
