@@ -471,3 +471,63 @@ fn behind_basic_auth_the_page_and_its_requests_get_through() {
     page.no_console_errors_with(&agent, &[("Authorization", &auth)]);
     page.check(page.rows().len() == 4, "four GPU rows");
 }
+
+#[test]
+fn processes_show_their_user_container_and_sm_share() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // The golden scenario's pid 4242 runs as alice in a docker container
+    // (tests/fixtures/proc-golden), with a 54 % SM share.
+    let proc_root = common::fixture("fixtures/proc-golden/proc");
+    let config = config(
+        dir.path(),
+        &format!(
+            "[sampler]\nproc_root = {:?}\n",
+            proc_root.to_str().expect("utf-8 path")
+        ),
+    );
+    let scenario = common::fixture("scenarios/golden-full.toml");
+    let agent = Agent::start(
+        scenario.to_str().expect("utf-8 path"),
+        &["--config", &config],
+        &[("GPUWATCH_SIM_TIME", "10")],
+    );
+    agent.wait_ready(200, Duration::from_secs(20));
+    let page = visit(
+        &format!("{}/", agent.url),
+        "webui-processes",
+        &["--timeout", "60"],
+    );
+    page.complete();
+    let headers: Vec<&str> = page.json["process_headers"]
+        .as_array()
+        .expect("process headers")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for wanted in ["User", "Container", "SM share"] {
+        page.check(
+            headers.contains(&wanted),
+            &format!("a {wanted} column in {headers:?}"),
+        );
+    }
+    let column = |name: &str| headers.iter().position(|h| *h == name).expect("column");
+    let rows = page.json["process_rows"].as_array().expect("process rows");
+    let row = rows
+        .iter()
+        .find(|r| r[column("PID")] == "4242")
+        .unwrap_or_else(|| page.fail("no row for pid 4242"));
+    page.check(
+        row[column("User")] == "alice",
+        &format!("user of 4242: {row}"),
+    );
+    page.check(
+        row[column("Container")]
+            .as_str()
+            .is_some_and(|c| c.starts_with("docker ")),
+        &format!("container of 4242: {row}"),
+    );
+    page.check(
+        row[column("SM share")] == "54 %",
+        &format!("SM share of 4242: {row}"),
+    );
+}

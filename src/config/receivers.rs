@@ -58,6 +58,15 @@ impl Validator<'_> {
             };
             let backoff = self.backoff(&at, &r);
             let route = self.route(&|name| format!("{at}.{name}"), &r);
+            if let (Some(ReceiverKind::Email(_)), Some(wait)) = (&kind, &r.group_wait) {
+                if !route.group_wait.is_zero() {
+                    self.problem(
+                        &format!("{at}.group_wait"),
+                        Some(wait.span()),
+                        "grouping is not built for email receivers yet (an email shows one alert); leave group_wait out",
+                    );
+                }
+            }
             if let (Some(kind), true) = (kind, self.problems.len() == before) {
                 receivers.push(ReceiverConfig {
                     name,

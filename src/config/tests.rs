@@ -310,3 +310,21 @@ fn profiles_are_read_and_checked_with_line_and_field() {
         text[4]
     );
 }
+
+#[test]
+fn grouping_is_refused_for_email_receivers_where_it_is_not_built() {
+    let source = "[[receivers]]\nname = \"m\"\ntype = \"email\"\nsmarthost = \"smtp.example.com:587\"\nfrom = \"gpu@example.com\"\nto = [\"ops@example.com\"]\ngroup_wait = \"30s\"\n";
+    let Err(ConfigError::Invalid(problems)) = Config::parse(source, "mail.toml") else {
+        panic!("group_wait on an email receiver must be refused");
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(text.len(), 1, "{text:#?}");
+    assert!(
+        text[0].starts_with(
+            "mail.toml:7:14: receivers[0].group_wait: grouping is not built for email"
+        ),
+        "{text:#?}"
+    );
+    let without = source.replace("group_wait = \"30s\"\n", "");
+    assert!(Config::parse(&without, "mail.toml").is_ok());
+}

@@ -160,8 +160,18 @@
     $('#gpus tbody').replaceChildren(...rows);
   }
 
+  // "docker 3f2a9c1b7e0d", plus the Kubernetes pod UID when there is one.
+  function containerText(c) {
+    if (c === null || c === undefined) return '–';
+    const id = `${c.runtime ? `${c.runtime} ` : ''}${String(c.id).slice(0, 12)}`;
+    return c.pod_uid ? `${id} (pod ${c.pod_uid})` : id;
+  }
+
   function renderProcesses(doc) {
-    const list = doc.gpus.flatMap((g) => g.processes.map((p) => ({ gpu: g.index, ...p })));
+    // user, command and container come from /proc (the snapshot's `host`).
+    const list = doc.gpus.flatMap((g) => g.processes.map((p) => ({
+      gpu: g.index, ...p, user: p.host?.user, container: p.host?.container,
+    })));
     if (list.length === 0) {
       $('#processes').replaceChildren(el('p', { class: 'muted' }, 'No process is using a GPU.'));
       return;
@@ -173,8 +183,9 @@
       ['PID', (p) => p.pid],
       ['Name', (p) => p.name || '?'],
       has('user') && ['User', (p) => p.user ?? '–'],
-      has('container') && ['Container', (p) => (typeof p.container === 'object' && p.container !== null
-        ? p.container.name || p.container.id : p.container) ?? '–'],
+      has('container') && ['Container', (p) => containerText(p.container)],
+      has('sm_utilization_ratio') && ['SM share', (p) => (p.sm_utilization_ratio === null || p.sm_utilization_ratio === undefined
+        ? '–' : `${num(p.sm_utilization_ratio * 100)} %`)],
       ['Memory', (p) => (p.used_memory_bytes === null || p.used_memory_bytes === undefined ? '–'
         : p.used_memory_bytes < GIB ? `${num(p.used_memory_bytes / 1048576)} MiB` : `${num(p.used_memory_bytes / GIB, 2)} GiB`)],
       ['Type', (p) => p.kind || ''],
