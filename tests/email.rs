@@ -209,7 +209,7 @@ fn thermal_incident_sends_one_firing_email_over_starttls_with_the_history() {
     for needle in [
         "Alert:       GpuHwThermalSlowdown".to_string(),
         "Status:      firing".to_string(),
-        "Severity:    warning".to_string(),
+        "Severity:    critical".to_string(),
         format!("GPU:         3 NVIDIA A100-SXM4-80GB ({uuid})"),
         "Condition:   clock_event(hw_thermal_slowdown)".to_string(),
         // The scenario's slowdown threshold is 88 °C.
