@@ -116,9 +116,10 @@ impl Page {
         );
     }
 
-    /// No console error or warning. While the agent has no silences API the
-    /// page's probe of /api/v1/silences is a 404, which chromium logs; that
-    /// one entry is expected (the page then shows no silence links).
+    /// No console error or warning. With history off the agent keeps no
+    /// silences and answers the page's probe of /api/v1/silences with 404,
+    /// which chromium logs; that one entry is expected then (the page shows
+    /// no silence links).
     fn no_console_errors(&self, agent: &Agent) {
         self.no_console_errors_with(agent, &[]);
     }
