@@ -121,7 +121,7 @@ fn load_changes_alone_raise_no_anomaly() {
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-    assert!(scrapes > 40, "the agent was sampling ({scrapes} scrapes)");
+    assert!(scrapes >= 20, "the agent was sampling ({scrapes} scrapes)");
     let _ = agent.terminate();
     assert_eq!(anomaly_transitions(&db), Vec::new());
 }
