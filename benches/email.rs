@@ -15,17 +15,16 @@
 #[path = "../tests/smtp/mod.rs"]
 mod smtp;
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{percentile, run_size};
+
 use std::time::{Duration, Instant};
 
 use gpuwatch::notify::details::{attach, Details, HistorySummary, MetricDetails};
 use gpuwatch::notify::email::{deliver, render::render, CaFile, EmailConfig, TlsMode};
 use gpuwatch::notify::Outcome;
-
-fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let i = ((values.len() as f64 - 1.0) * p).round() as usize;
-    values[i.min(values.len() - 1)]
-}
 
 fn payload() -> String {
     let mut p = serde_json::json!({
@@ -67,10 +66,7 @@ fn payload() -> String {
 }
 
 fn main() {
-    let smoke = !std::env::args().any(|a| a == "--bench");
-    if smoke {
-        println!("smoke run (cargo test): figures below are not representative; use `cargo bench`");
-    }
+    let (smoke, _) = run_size();
     let (render_rounds, send_rounds) = if smoke { (50, 3) } else { (2000, 40) };
     let body = payload();
     let value: serde_json::Value = serde_json::from_str(&body).expect("payload");

@@ -14,6 +14,11 @@
 //!
 //! Run: `cargo bench --bench history` (add `-- --quick` for a shorter run).
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{percentile, run_size};
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -183,11 +188,6 @@ async fn table_bytes(store: &Store) -> BTreeMap<String, u64> {
         .collect()
 }
 
-fn percentile(values: &mut [f64], p: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[((values.len() as f64 - 1.0) * p).round() as usize]
-}
-
 /// Feeds `seconds` of snapshots from `start`, committing every 10 s like the
 /// agent's default; `raw` false keeps raw samples out (month of rollups).
 async fn ingest(
@@ -217,13 +217,7 @@ async fn ingest(
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    // `cargo bench` passes --bench; `cargo test --all-targets` runs this as
-    // a smoke test (a few simulated hours) so the benchmark cannot rot.
-    let smoke = !std::env::args().any(|a| a == "--bench");
-    if smoke {
-        println!("smoke run (cargo test): figures below are not representative; use `cargo bench`");
-    }
-    let quick = std::env::args().any(|a| a == "--quick");
+    let (smoke, quick) = run_size();
     let raw_seconds: u64 = if smoke {
         4 * 3600
     } else if quick {

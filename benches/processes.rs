@@ -15,7 +15,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{median, percentile, thread_cpu};
+use common::{median, percentile, run_size, thread_cpu};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -73,11 +73,7 @@ fn proc_tree(root: &std::path::Path, pids: &[u32]) -> std::path::PathBuf {
 }
 
 fn main() {
-    let smoke = !std::env::args().any(|a| a == "--bench");
-    if smoke {
-        println!("smoke run (cargo test): figures below are not representative; use `cargo bench`");
-    }
-    let quick = smoke || std::env::args().any(|a| a == "--quick");
+    let (smoke, quick) = run_size();
     let rounds = if smoke {
         10
     } else if quick {

@@ -12,6 +12,11 @@
 //!
 //! Run: `cargo bench --bench routing`.
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{median, run_size};
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -32,11 +37,6 @@ const RULES: [&str; 8] = [
     "GpuEccUncorrectable",
     "GpuRowRemapPending",
 ];
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
 
 fn state(now: SystemTime) -> EvalState {
     let mut state = EvalState::default();
@@ -88,10 +88,7 @@ fn state(now: SystemTime) -> EvalState {
 }
 
 fn main() {
-    let smoke = !std::env::args().any(|a| a == "--bench");
-    if smoke {
-        println!("smoke run (cargo test): figures below are not representative; use `cargo bench`");
-    }
+    let (smoke, _) = run_size();
     let rounds = if smoke { 50 } else { 20_000 };
     let now = SystemTime::now();
     let now_ms = now.duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;

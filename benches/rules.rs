@@ -16,7 +16,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::percentile;
+use common::{percentile, run_size};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -273,13 +273,7 @@ fn handoff_latency(runs: usize) {
 }
 
 fn main() {
-    // `cargo bench` passes --bench; `cargo test --all-targets` runs this as
-    // a smoke test so the benchmark cannot rot.
-    let smoke = !std::env::args().any(|a| a == "--bench");
-    let quick = smoke || std::env::args().any(|a| a == "--quick");
-    if smoke {
-        println!("smoke run (cargo test): figures below are not representative; use `cargo bench`");
-    }
+    let (smoke, quick) = run_size();
     evaluation_cost(if smoke {
         100
     } else if quick {

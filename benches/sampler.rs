@@ -15,7 +15,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{median, percentile, thread_cpu};
+use common::{median, percentile, run_size, thread_cpu};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -54,13 +54,7 @@ impl CallCounter {
 }
 
 fn main() {
-    // `cargo bench` passes --bench; `cargo test --all-targets` runs this as
-    // a smoke test with a few rounds so the benchmark cannot rot.
-    let smoke = !std::env::args().any(|a| a == "--bench");
-    if smoke {
-        println!("smoke run (cargo test): figures below are not representative; use `cargo bench`");
-    }
-    let quick = smoke || std::env::args().any(|a| a == "--quick");
+    let (smoke, quick) = run_size();
     let rounds = if smoke {
         20
     } else if quick {

@@ -27,3 +27,15 @@ pub fn percentile(values: &mut [f64], p: f64) -> f64 {
     values.sort_by(f64::total_cmp);
     values[((values.len() as f64 - 1.0) * p).round() as usize]
 }
+
+/// (smoke, quick): `cargo bench` passes `--bench`; `cargo test --all-targets`
+/// runs benchmarks without it, as smoke tests with a few rounds so they
+/// cannot rot (said on stdout: their figures mean nothing). `-- --quick`
+/// asks for a shorter real run; a smoke run is quick too.
+pub fn run_size() -> (bool, bool) {
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    if smoke {
+        println!("smoke run (cargo test): figures below are not representative; use `cargo bench`");
+    }
+    (smoke, smoke || std::env::args().any(|a| a == "--quick"))
+}

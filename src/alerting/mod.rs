@@ -78,7 +78,7 @@ pub async fn saved_alerts(
         return Ok(Vec::new());
     };
     let silences = silences::list(pool).await.map_err(|e| e.to_string())?;
-    let mutes = mute::Mutes::new(&state, &silences, ms(SystemTime::now()));
+    let mutes = mute::Mutes::new(&state, &silences, crate::gpu::unix_ms(SystemTime::now()));
     Ok(state
         .alerts
         .iter()
@@ -107,12 +107,6 @@ pub struct Persist {
     pub external_url: String,
 }
 
-fn ms(t: SystemTime) -> i64 {
-    t.duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// Runs until the queue closes or `shutdown` turns true.
 pub async fn run(
     rules: Vec<Rule>,
@@ -124,7 +118,13 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     if let Some(p) = &persist {
-        match store::seed_notified(&p.store.pool, &state, &p.receivers, ms(SystemTime::now())).await
+        match store::seed_notified(
+            &p.store.pool,
+            &state,
+            &p.receivers,
+            crate::gpu::unix_ms(SystemTime::now()),
+        )
+        .await
         {
             Ok(0) => {}
             Ok(n) => {
@@ -170,9 +170,10 @@ pub async fn run(
         }
         let Some(p) = &persist else { continue };
         let silences = p.silences.current();
-        let mutes = mute::Mutes::new(&state, &silences, ms(now));
+        let mutes = mute::Mutes::new(&state, &silences, crate::gpu::unix_ms(now));
         let planned = plan::plan(&state, &transitions, &p.receivers, &mutes, &notified, now);
-        let (messages, changes) = plan::group(planned, &p.receivers, &mut groups, ms(now));
+        let (messages, changes) =
+            plan::group(planned, &p.receivers, &mut groups, crate::gpu::unix_ms(now));
         for m in &messages {
             for notice in &m.notices {
                 debug!(receiver = %m.receiver, alert = %notice.transition.key, kind = ?notice.kind, alerts = m.notices.len(), "Notification queued.");

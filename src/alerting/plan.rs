@@ -17,7 +17,7 @@
 //! failed save or a crash plans the same notifications again.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::rules::{AlertState, EvalState, Transition};
 
@@ -120,12 +120,6 @@ pub fn apply(notified: &mut Notified, changes: &[Change]) {
     }
 }
 
-fn ms(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// Plans the notifications after an evaluation at `now` (see the module
 /// documentation for the rules).
 pub fn plan(
@@ -136,7 +130,7 @@ pub fn plan(
     notified: &Notified,
     now: SystemTime,
 ) -> Plan {
-    let now_ms = ms(now);
+    let now_ms = crate::gpu::unix_ms(now);
     let mut plan = Plan::default();
     let mut live = BTreeSet::new();
     for (key, alert) in &state.alerts {
@@ -305,6 +299,7 @@ pub fn group(
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+    use std::time::UNIX_EPOCH;
 
     use super::*;
     use crate::alerting::matcher::Matcher;
@@ -376,7 +371,7 @@ mod tests {
         notified: &mut Notified,
         now: u64,
     ) -> Vec<(String, String, Kind)> {
-        let mutes = Mutes::new(s, silences, ms(at(now)));
+        let mutes = Mutes::new(s, silences, crate::gpu::unix_ms(at(now)));
         let p = plan(s, &[], ds, &mutes, notified, at(now));
         apply(notified, &p.changes);
         p.notices
@@ -477,8 +472,8 @@ mod tests {
         let silence = Silence {
             id: 7,
             matchers: vec![Matcher::parse("alertname=GpuLost").unwrap()],
-            starts_ms: ms(at(0)),
-            ends_ms: ms(at(100)),
+            starts_ms: crate::gpu::unix_ms(at(0)),
+            ends_ms: crate::gpu::unix_ms(at(100)),
             created_by: "t".into(),
             comment: "c".into(),
             updated_ms: 0,
@@ -515,7 +510,7 @@ mod tests {
             id,
             matchers: vec![Matcher::parse(m).unwrap()],
             starts_ms: 0,
-            ends_ms: ms(at(100_000)),
+            ends_ms: crate::gpu::unix_ms(at(100_000)),
             created_by: "t".into(),
             comment: "c".into(),
             updated_ms: 0,
@@ -594,9 +589,9 @@ mod tests {
         let mut notified = Notified::new();
         let mut groups = Groups::new();
         let mut round = |s: &EvalState, now: u64, notified: &mut Notified| {
-            let mutes = Mutes::new(s, &[], ms(at(now)));
+            let mutes = Mutes::new(s, &[], crate::gpu::unix_ms(at(now)));
             let p = plan(s, &[], &ds, &mutes, notified, at(now));
-            let (messages, changes) = group(p, &ds, &mut groups, ms(at(now)));
+            let (messages, changes) = group(p, &ds, &mut groups, crate::gpu::unix_ms(at(now)));
             apply(notified, &changes);
             messages
                 .iter()

@@ -1,6 +1,6 @@
 //! Saving and loading the rules engine's state and transitions.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use sqlx::SqlitePool;
 
@@ -8,12 +8,6 @@ use crate::rules::{AlertState, EvalState, Target, Transition};
 
 use super::plan::{Change, Notified, Sent};
 use super::route::Destination;
-
-fn ms(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
 
 /// The saved state, if any (the agent's, or for `gpuwatch alerts`).
 pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
@@ -112,7 +106,7 @@ pub async fn save(
          ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms",
     )
     .bind(&json)
-    .bind(ms(SystemTime::now()))
+    .bind(crate::gpu::unix_ms(SystemTime::now()))
     .execute(&mut *tx)
     .await
     .map_err(|e| e.to_string())?;
@@ -125,7 +119,7 @@ pub async fn save(
             "INSERT INTO alert_transition (ts, alertname, target, from_state, to_state, severity, value, labels, annotations) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
-        .bind(ms(t.at))
+        .bind(crate::gpu::unix_ms(t.at))
         .bind(&t.key.rule)
         .bind(target)
         .bind(t.from.as_str())
@@ -144,7 +138,7 @@ pub async fn save(
             &row.receiver,
             &row.fingerprint,
             &row.payload,
-            ms(SystemTime::now()),
+            crate::gpu::unix_ms(SystemTime::now()),
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -181,6 +175,7 @@ pub async fn save(
 mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
+    use std::time::UNIX_EPOCH;
 
     use super::*;
     use crate::alerting::matcher::Matcher;

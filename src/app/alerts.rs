@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::alerting::history::{transitions, Filter};
 use crate::history::timespec::parse_time;
 
-use super::history::{database, now_ms, open, time, DbOptions};
+use super::history::{database, open, time, DbOptions};
+use crate::gpu::now_ms;
 
 /// Output format of `alerts` and `silence list`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context};
 
@@ -69,13 +69,6 @@ pub struct EventsOptions {
     pub format: OutputFormat,
 }
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// The agent's database: `--db`, else the config's history.path, else the
 /// default file (the simulated one when only that exists).
 pub(crate) fn database(
@@ -139,7 +132,7 @@ pub fn history(options: HistoryOptions) -> anyhow::Result<()> {
         )
     })?;
     let gpu: GpuSelector = options.gpu.parse().map_err(|m| anyhow!("--gpu: {m}"))?;
-    let now = now_ms();
+    let now = crate::gpu::now_ms();
     let from = parse_time(&options.since, now).map_err(|m| anyhow!("--since: {m}"))?;
     let to = parse_time(&options.until, now).map_err(|m| anyhow!("--until: {m}"))?;
     let step = options
@@ -242,7 +235,7 @@ pub fn render_series(series: &Series, format: OutputFormat) -> anyhow::Result<St
 
 /// Prints events.
 pub fn events(options: EventsOptions) -> anyhow::Result<()> {
-    let now = now_ms();
+    let now = crate::gpu::now_ms();
     let from = parse_time(&options.since, now).map_err(|m| anyhow!("--since: {m}"))?;
     let to = parse_time(&options.until, now).map_err(|m| anyhow!("--until: {m}"))?;
     let gpu: Option<GpuSelector> = options

@@ -16,9 +16,10 @@ use crate::alerting::history::{transitions, Filter};
 use crate::alerting::silence::parse_new;
 use crate::history::timespec::parse_time;
 
-use super::history_api::{bad, json_response, now_ms, params};
+use super::history_api::{bad, json_response, params};
 use super::routes::HttpResponse;
 use super::HttpState;
+use crate::gpu::now_ms;
 
 /// The largest silence body accepted.
 const MAX_BODY: usize = 64 * 1024;

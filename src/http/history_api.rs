@@ -2,7 +2,6 @@
 //! database. A bad parameter is a 400 whose JSON names it and says why.
 
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use hyper::StatusCode;
 use serde_json::json;
@@ -25,14 +24,6 @@ pub(super) fn bad(parameter: &str, message: &str) -> HttpResponse {
         StatusCode::BAD_REQUEST,
         &json!({ "error": format!("{parameter}: {message}"), "parameter": parameter }),
     )
-}
-
-/// Now, ms since the Unix epoch.
-pub(super) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// The query parameters.
@@ -65,7 +56,7 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
         return disabled();
     };
     let p = params(query);
-    let now = now_ms();
+    let now = crate::gpu::now_ms();
     let Some(gpu) = p.get("gpu") else {
         return bad("gpu", "missing: give a GPU index (0, 1, ...) or UUID");
     };
@@ -124,7 +115,7 @@ pub async fn events(state: &HttpState, query: Option<&str>) -> HttpResponse {
         return disabled();
     };
     let p = params(query);
-    let now = now_ms();
+    let now = crate::gpu::now_ms();
     let from = match parse_time(p.get("from").map_or("-1d", String::as_str), now) {
         Ok(t) => t,
         Err(message) => return bad("from", &message),

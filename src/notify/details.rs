@@ -9,7 +9,7 @@
 //! [`attach`]): an extra member of the Alertmanager webhook v4 alert object,
 //! which existing webhook receivers ignore.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -246,7 +246,7 @@ pub async fn add_history(
     let Some(field) = catalog::field(&metric.name) else {
         return;
     };
-    let to_ms = ms(t.at) + 1;
+    let to_ms = crate::gpu::unix_ms(t.at) + 1;
     let from_ms = to_ms - HISTORY_SPAN.as_millis() as i64;
     let series = query::series(
         pool,
@@ -305,12 +305,6 @@ fn summarize(
         max: hi,
         points,
     })
-}
-
-fn ms(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// Puts `details` into a payload built by [`super::webhook::payload`], as

@@ -37,6 +37,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::exporter::families::{unit, Family};
 
+pub use crate::gpu::now_ms;
 pub use alertmanager::AlertmanagerConfig;
 pub use backoff::{random_unit, Backoff};
 pub use dispatcher::run;
@@ -228,12 +229,4 @@ impl Collector for NotifyCollector {
         depth.encode(&mut encoder)?;
         age.encode(&mut encoder)
     }
-}
-
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
