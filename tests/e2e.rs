@@ -306,11 +306,7 @@ fn a_missing_nvml_library_is_a_clear_error() {
 fn a_busy_port_is_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let address = taken.local_addr().expect("address").to_string();
-    // --no-history: the test must not open the user's default database.
-    let (code, _, stderr) = run_cli(
-        &["run", "--simulate", "--listen", &address, "--no-history"],
-        &[],
-    );
+    let (code, _, stderr) = run_cli(&["run", "--simulate", "--listen", &address], &[]);
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains(&format!("cannot listen on {address}")),

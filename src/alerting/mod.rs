@@ -204,12 +204,10 @@ pub async fn run(
     }
 }
 
-/// What the notifications of `transitions` say beyond labels and
-/// annotations (value, threshold, GPU name, the reading's recent history),
-/// one per transition; only notified transitions get a history query.
 /// The details of each alert in `messages` (by fingerprint): the rule's
 /// condition and threshold, the GPU, and the reading's recent history, as of
-/// the notice (see [`details`]).
+/// the notice (see [`details`]). Only alerts being notified get a history
+/// query.
 async fn gather(
     pool: &sqlx::SqlitePool,
     retention: Retention,

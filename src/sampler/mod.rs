@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 use tracing::{error, info, warn};
@@ -95,8 +95,10 @@ pub struct Progress {
 
 impl Progress {
     fn begin(&self) {
-        self.busy_since_ms
-            .store(unix_ms(SystemTime::now()), Ordering::Relaxed);
+        self.busy_since_ms.store(
+            crate::gpu::unix_ms(SystemTime::now()) as u64,
+            Ordering::Relaxed,
+        );
     }
 
     fn end(&self) {
@@ -108,7 +110,7 @@ impl Progress {
         match self.busy_since_ms.load(Ordering::Relaxed) {
             0 => None,
             since => Some(Duration::from_millis(
-                unix_ms(SystemTime::now()).saturating_sub(since),
+                (crate::gpu::unix_ms(SystemTime::now()) as u64).saturating_sub(since),
             )),
         }
     }
@@ -301,12 +303,6 @@ fn sleep_or_stop(stop: &mpsc::Receiver<()>, period: Duration) -> bool {
         Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
         Err(RecvTimeoutError::Timeout) => false,
     }
-}
-
-fn unix_ms(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Logs when a tick runs longer than `timeout` (a hung driver) and when it

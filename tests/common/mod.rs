@@ -436,9 +436,13 @@ pub fn run_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         "GPUWATCH_SIM_SPEED",
         "GPUWATCH_SIM_START",
         "GPUWATCH_CONFIG",
+        "STATE_DIRECTORY",
     ] {
         command.env_remove(var);
     }
+    // A command that falls back to the default history database finds it in
+    // this test binary's own state directory, never the user's.
+    command.env("XDG_STATE_HOME", isolated_state_home());
     for (key, value) in env {
         command.env(key, value);
     }
@@ -448,6 +452,14 @@ pub fn run_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// A state directory (XDG_STATE_HOME) for this test binary alone, removed
+/// when it exits.
+fn isolated_state_home() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("temp state dir"))
+        .path()
 }
 
 /// Path of `promtool`; panics with the install hint when it is missing.
