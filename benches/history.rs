@@ -131,6 +131,7 @@ impl Node {
                     }),
                     processes: self.processes[g].clone(),
                     mig_instances: Arc::default(),
+                    pods: Arc::default(),
                     xid_errors: Arc::default(),
                     groups: BTreeMap::new(),
                 }
@@ -142,6 +143,7 @@ impl Node {
             system: Arc::new(SystemInfo::default()),
             gpus,
             collection: CollectionStats::default(),
+            kubelet: None,
         }
     }
 }

@@ -31,6 +31,8 @@
 //!   writes to the outbox.
 //! - [`notify`]: the notification outbox (written with each alert
 //!   transition) and a dispatcher per receiver (webhooks).
+//! - [`kubernetes`]: asks the kubelet's pod-resources socket which pod and
+//!   container hold each GPU, for the sampler to name the pods of processes.
 //! - [`app`]: the commands, as the binary runs them.
 
 pub mod alerting;
@@ -41,6 +43,7 @@ pub mod exporter;
 pub mod gpu;
 pub mod history;
 pub mod http;
+pub mod kubernetes;
 pub mod notify;
 pub mod rules;
 pub mod sampler;

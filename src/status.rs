@@ -119,6 +119,17 @@ pub fn render(snapshot: &Snapshot) -> String {
             }
         );
         let _ = writeln!(out, "     {}", sharing_line(gpu));
+        for allocation in gpu.pods.iter() {
+            let instance = allocation
+                .gpu_instance_id
+                .map_or(String::new(), |gi| format!(" (gi {gi})"));
+            let _ = writeln!(
+                out,
+                "     allocated{instance} to {}  {}",
+                pod_text(&allocation.owner),
+                allocation.resource
+            );
+        }
         for p in gpu.processes.iter() {
             let mut extra = Vec::new();
             if let Some(sm) = p.sm_utilization_ratio {
@@ -134,8 +145,10 @@ pub fn render(snapshot: &Snapshot) -> String {
                         "{runtime}:{}",
                         c.id.chars().take(12).collect::<String>()
                     ));
-                    if let Some(pod) = &c.pod_uid {
-                        extra.push(format!("pod {pod}"));
+                    match (&p.pod, &c.pod_uid) {
+                        (Some(pod), _) => extra.push(pod_text(pod)),
+                        (None, Some(uid)) => extra.push(format!("pod {uid}")),
+                        (None, None) => {}
                     }
                 }
             }
@@ -158,6 +171,16 @@ pub fn render(snapshot: &Snapshot) -> String {
         }
     }
     out
+}
+
+/// "pod NAMESPACE/NAME container NAME" (the container left out when unknown).
+fn pod_text(pod: &crate::gpu::PodContainer) -> String {
+    let mut text = format!("pod {}/{}", pod.namespace, pod.pod);
+    if !pod.container.is_empty() {
+        text.push_str(" container ");
+        text.push_str(&pod.container);
+    }
+    text
 }
 
 /// Compute mode, MIG instances, MPS and the process count of one GPU.

@@ -169,6 +169,15 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
     if let Some(choice) = &source.simulated {
         info!(scenario = %choice.env_value(), "Running on simulated GPUs (the NVML simulator).");
     }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name("gpuwatch-http")
+        .build()
+        .context("cannot start the async runtime")?;
+    let pods = config.kubernetes.clone().map(|kubelet| {
+        let _runtime = runtime.enter();
+        crate::kubernetes::watcher::spawn(kubelet)
+    });
     let settings = SamplerSettings {
         library: source.library.clone(),
         interval: config.sampler.interval,
@@ -176,12 +185,8 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
         process_interval: config.sampler.process_interval,
         proc_root: source.proc_root.clone(),
         hostname: hostname(&config),
+        pods,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .thread_name("gpuwatch-http")
-        .build()
-        .context("cannot start the async runtime")?;
     let mut sinks = Vec::new();
     let history = if config.history.enabled && !options.no_history {
         let path = options
@@ -529,7 +534,36 @@ fn one_sample(options: &SourceOptions, config: &Config) -> anyhow::Result<crate:
     let driver = Driver::open(source.library.as_deref())?;
     let names = ProcessNames::new(source.proc_root);
     let mut reader = NodeReader::new(&driver, hostname(config), names);
+    if let Some(pods) = ask_kubelet_once(config) {
+        reader.set_pod_allocations(Arc::new(pods));
+    }
     Ok(reader.tick(Tiers::ALL, None))
+}
+
+/// The kubelet's device allocations for a one-off sample; `None` (with a
+/// warning where the socket is there but does not answer) when there are
+/// none to be had.
+fn ask_kubelet_once(config: &Config) -> Option<crate::kubernetes::PodAllocations> {
+    let settings = config.kubernetes.as_ref()?;
+    if !settings.explicit && !settings.socket.exists() {
+        return None;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    match runtime.block_on(crate::kubernetes::client::list(
+        &settings.socket,
+        settings.timeout,
+    )) {
+        Ok(response) => Some(crate::kubernetes::PodAllocations::from_response(
+            &response,
+        )),
+        Err(error) => {
+            eprintln!("warning: {error}; pods are shown by UID only");
+            None
+        }
+    }
 }
 
 /// `gpuwatch capacity`: takes one sample and prints how many more instances

@@ -38,6 +38,7 @@ fn gpu(index: u32, name: &str, free: u64, mode: &'static str) -> GpuSnapshot {
         }),
         processes: Arc::default(),
         mig_instances: Arc::default(),
+        pods: Arc::default(),
         xid_errors: Arc::default(),
         groups: BTreeMap::new(),
     }
@@ -68,6 +69,7 @@ fn snapshot(gpus: Vec<GpuSnapshot>) -> Snapshot {
         system: Arc::new(SystemInfo::default()),
         gpus,
         collection: CollectionStats::default(),
+        kubelet: None,
     }
 }
 

@@ -42,6 +42,9 @@ pub struct Config {
     pub receivers: Vec<crate::notify::ReceiverConfig>,
     /// `[capacity]` and `[[profiles]]`: what "how many more fit" means.
     pub capacity: crate::capacity::CapacityConfig,
+    /// `[kubernetes]`: where to ask the kubelet which pod holds which GPU;
+    /// `None` when turned off.
+    pub kubernetes: Option<crate::kubernetes::KubeletSettings>,
 }
 
 /// Local history settings.
@@ -272,6 +275,7 @@ impl Config {
             raw.capacity.unwrap_or_default(),
             raw.profiles.unwrap_or_default(),
         );
+        let kubernetes = v.kubernetes(raw.kubernetes.unwrap_or_default());
         // One node-level rule per profile: it fits on no GPU of the node.
         let mut rules = rules;
         rules.extend(crate::capacity::rule::rules(&capacity, capacity.alert_for));
@@ -429,6 +433,7 @@ impl Config {
             rules,
             receivers,
             capacity,
+            kubernetes,
         })
     }
 }
@@ -488,6 +493,40 @@ impl Validator<'_> {
                 fallback
             }
         }
+    }
+
+    fn kubernetes(
+        &mut self,
+        raw: raw::RawKubernetes,
+    ) -> Option<crate::kubernetes::KubeletSettings> {
+        let refresh_interval = self.duration(
+            "kubernetes.refresh_interval",
+            raw.refresh_interval.as_ref(),
+            "5s",
+            Duration::from_millis(100),
+        );
+        let timeout = self.duration(
+            "kubernetes.timeout",
+            raw.timeout.as_ref(),
+            "2s",
+            Duration::from_millis(10),
+        );
+        let (socket, explicit) = match raw.pod_resources_socket {
+            Some(path) => (path.into_inner(), true),
+            None => (
+                PathBuf::from(crate::kubernetes::DEFAULT_POD_RESOURCES_SOCKET),
+                false,
+            ),
+        };
+        if socket.as_os_str().is_empty() {
+            return None;
+        }
+        Some(crate::kubernetes::KubeletSettings {
+            socket,
+            explicit,
+            refresh_interval,
+            timeout,
+        })
     }
 
     fn capacity(

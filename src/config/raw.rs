@@ -26,6 +26,20 @@ pub struct RawConfig {
     pub capacity: Option<RawCapacity>,
     /// `[[profiles]]`: workload profiles for capacity.
     pub profiles: Option<Vec<RawProfile>>,
+    /// `[kubernetes]`.
+    pub kubernetes: Option<RawKubernetes>,
+}
+
+/// `[kubernetes]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKubernetes {
+    /// The kubelet's pod-resources socket; "" turns the lookup off.
+    pub pod_resources_socket: Option<Spanned<PathBuf>>,
+    /// How often to ask the kubelet.
+    pub refresh_interval: Option<Spanned<String>>,
+    /// Time limit of one call.
+    pub timeout: Option<Spanned<String>>,
 }
 
 /// `[capacity]`.

@@ -38,10 +38,11 @@ impl Default for ProcessExport {
 
 families! {
     processes: gauge("gpu_processes", "Processes with a context on the GPU (all of them, also those summed into pid=\"other\").", None),
-    process_info: gauge("process_info", "A process on a GPU (value 1): its command, user, context type, container, Kubernetes pod UID, MIG GPU instance and whether it is an MPS client. Top processes by memory only.", None),
+    process_info: gauge("process_info", "A process on a GPU (value 1): its command, user, context type, container, Kubernetes pod UID, namespace, pod and container name, MIG GPU instance and whether it is an MPS client. Top processes by memory only.", None),
     process_memory: gauge("process_memory_used", "GPU memory used by a process; pid=\"other\" sums the processes beyond the top N by memory.", unit("bytes")),
     process_sm: gauge("process_sm_utilization", "Share of the last process interval in which a process ran kernels on the SMs (nvmlDeviceGetProcessUtilization); pid=\"other\" sums the rest.", unit("ratio")),
     process_mem_util: gauge("process_memory_utilization", "Share of the last process interval in which a process read or wrote device memory; pid=\"other\" sums the rest.", unit("ratio")),
+    gpu_pod: gauge("gpu_pod_info", "A Kubernetes container the kubelet allocated the GPU, or one of its MIG instances (gpu_instance), to (value 1).", None),
     mps_server: gauge("mps_server_running", "Whether an MPS server (nvidia-cuda-mps-server) has a context on the GPU (1) or not (0).", None),
     mps_clients: gauge("mps_clients", "Processes on the GPU that are clients of an MPS server.", None),
     mig_instances: gauge("mig_instances", "MIG GPU instances on the GPU (while MIG is on).", None),
@@ -61,6 +62,7 @@ pub fn encode(
     for gpu in snapshot.gpus.iter() {
         f.add_processes(gpu, options.process_top_n);
         f.add_sharing(gpu);
+        f.add_pods(gpu);
     }
     f.add_capacity(snapshot, &options.capacity);
     f.encode(encoder)
@@ -156,6 +158,24 @@ impl<'a> Families<'a> {
         }
     }
 
+    fn add_pods(&mut self, gpu: &'a GpuSnapshot) {
+        for allocation in gpu.pods.iter() {
+            let owner = &allocation.owner;
+            let mut labels = ids(gpu);
+            labels.push(("namespace", Cow::Borrowed(owner.namespace.as_str())));
+            labels.push(("pod", Cow::Borrowed(owner.pod.as_str())));
+            labels.push(("container", Cow::Borrowed(owner.container.as_str())));
+            labels.push(("resource", Cow::Borrowed(allocation.resource.as_str())));
+            labels.push((
+                "gpu_instance",
+                allocation
+                    .gpu_instance_id
+                    .map_or(Cow::Borrowed(""), |id| Cow::Owned(id.to_string())),
+            ));
+            self.gpu_pod.push(labels, 1.0);
+        }
+    }
+
     fn add_capacity(&mut self, snapshot: &'a Snapshot, config: &CapacityConfig) {
         let margin = config.memory_margin_bytes;
         for profile in &config.profiles {
@@ -194,6 +214,10 @@ fn info_labels<'a>(mut labels: Labels<'a>, p: &'a GpuProcess) -> Labels<'a> {
         "pod_uid",
         text(container.and_then(|c| c.pod_uid.as_deref())),
     ));
+    let pod = p.pod.as_deref();
+    labels.push(("namespace", text(pod.map(|k| k.namespace.as_str()))));
+    labels.push(("pod", text(pod.map(|k| k.pod.as_str()))));
+    labels.push(("container", text(pod.map(|k| k.container.as_str()))));
     labels.push((
         "gpu_instance",
         p.gpu_instance_id

@@ -97,7 +97,25 @@ pub fn encode(
             *count as f64,
         );
     }
-    errors.encode(encoder)
+    errors.encode(encoder)?;
+
+    if let Some(kubelet) = snapshot.kubelet {
+        let mut up = Family::gauge(
+            "kubelet_up",
+            "Whether the last call to the kubelet's pod-resources socket succeeded (1) or not (0); absent where there is no socket.",
+            None,
+        );
+        up.push(vec![], if kubelet.up { 1.0 } else { 0.0 });
+        up.encode(encoder)?;
+        let mut failed = Family::counter(
+            "kubelet_errors",
+            "Calls to the kubelet's pod-resources socket that failed since the agent started.",
+            None,
+        );
+        failed.push(vec![], kubelet.errors as f64);
+        failed.encode(encoder)?;
+    }
+    Ok(())
 }
 
 /// How old `snapshot` is at `now`.

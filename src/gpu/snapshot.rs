@@ -24,6 +24,18 @@ pub struct Snapshot {
     pub gpus: Vec<GpuSnapshot>,
     /// How the collection itself went.
     pub collection: CollectionStats,
+    /// How asking the kubelet which pod holds which GPU goes; `None` where
+    /// that is off or there is no kubelet socket.
+    pub kubelet: Option<KubeletStatus>,
+}
+
+/// How the kubelet's pod-resources socket answers: feeds the self metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct KubeletStatus {
+    /// Whether the last `List` call succeeded.
+    pub up: bool,
+    /// Failed calls since the agent started.
+    pub errors: u64,
 }
 
 /// Driver-wide facts read on the slow tier.
@@ -83,6 +95,9 @@ pub struct GpuSnapshot {
     pub processes: Arc<Vec<GpuProcess>>,
     /// MIG GPU instances while MIG is on, refreshed on the process interval.
     pub mig_instances: Arc<Vec<MigInstance>>,
+    /// Kubernetes containers the kubelet allocated this GPU (or one of its
+    /// MIG instances) to, refreshed on the process interval.
+    pub pods: Arc<Vec<PodAllocation>>,
     /// Xid errors seen since the agent started, by code.
     pub xid_errors: Arc<Vec<XidCount>>,
     /// Which field groups succeeded on their last read.
@@ -278,6 +293,33 @@ pub struct GpuProcess {
     pub compute_instance_id: Option<u32>,
     /// Whether NVML lists the process as a client of an MPS server.
     pub mps_client: bool,
+    /// The Kubernetes container the process belongs to, by the kubelet's
+    /// device allocations (see [`crate::kubernetes::attribute`]).
+    pub pod: Option<Arc<PodContainer>>,
+}
+
+/// A Kubernetes container by name, as the kubelet reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct PodContainer {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The container's name; empty for a process when several containers
+    /// of its pod share the GPU and which one it belongs to is not known.
+    pub container: String,
+}
+
+/// A device of a GPU that the kubelet allocated to a container.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct PodAllocation {
+    /// The container holding it.
+    pub owner: Arc<PodContainer>,
+    /// The extended resource, e.g. `nvidia.com/gpu` or `nvidia.com/mig-1g.10gb`.
+    pub resource: String,
+    /// The MIG GPU instance allocated, for a MIG device; `None` for the whole
+    /// GPU (or, with time-slicing, a share of it).
+    pub gpu_instance_id: Option<u32>,
 }
 
 /// One MIG GPU instance (read through its MIG device handle).

@@ -40,10 +40,12 @@ fn snapshot(at_s: u64, temp: f64) -> Arc<Snapshot> {
             health: Arc::new(SlowReadings::default()),
             processes: Arc::default(),
             mig_instances: Arc::default(),
+            pods: Arc::default(),
             xid_errors: Arc::default(),
             groups: BTreeMap::new(),
         }],
         collection: CollectionStats::default(),
+        kubelet: None,
     })
 }
 

@@ -133,9 +133,11 @@ mod tests {
                 processes: Arc::new(Vec::new()),
                 xid_errors: Arc::new(Vec::new()),
                 mig_instances: Arc::new(Vec::new()),
+                pods: Arc::default(),
                 groups: Default::default(),
             }],
             collection: Default::default(),
+            kubelet: None,
         }
     }
 

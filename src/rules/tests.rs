@@ -50,6 +50,7 @@ fn gpu(index: u32, temp: f64) -> GpuSnapshot {
         }),
         processes: Arc::new(vec![]),
         mig_instances: Arc::default(),
+        pods: Arc::default(),
         xid_errors: Arc::new(vec![]),
         groups: BTreeMap::new(),
     }
@@ -62,6 +63,7 @@ fn snap(s: u64, gpus: Vec<GpuSnapshot>) -> Snapshot {
         system: Arc::new(SystemInfo::default()),
         gpus,
         collection: CollectionStats::default(),
+        kubelet: None,
     }
 }
 

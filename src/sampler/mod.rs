@@ -84,6 +84,8 @@ pub struct SamplerSettings {
     pub proc_root: Option<PathBuf>,
     /// Host name put into every snapshot.
     pub hostname: String,
+    /// The kubelet's device allocations, where the kubelet is asked.
+    pub pods: Option<crate::kubernetes::watcher::PodAllocationsReceiver>,
 }
 
 /// When the current tick started (ms since the epoch), or 0 between ticks:
@@ -252,6 +254,9 @@ fn session(
             slow: started >= next_slow,
             processes: started >= next_processes,
         };
+        if let Some(pods) = &settings.pods {
+            reader.set_pod_allocations(pods.borrow().clone());
+        }
         progress.begin();
         if tiers.slow && !first && reader.device_count_changed() {
             progress.end();

@@ -10,8 +10,9 @@ use std::time::{Instant, SystemTime};
 use crate::gpu::nvml::{Driver, GpuDevice, Tally};
 use crate::gpu::{
     CollectionStats, FastReadings, FieldGroup, GpuIdentity, GpuProcess, GpuSnapshot, GpuStatus,
-    SlowReadings, Snapshot, SystemInfo, XidCount,
+    PodAllocation, SlowReadings, Snapshot, SystemInfo, XidCount,
 };
+use crate::kubernetes::PodAllocations;
 
 use super::procnames::ProcessNames;
 use super::xid::XidTable;
@@ -40,6 +41,7 @@ struct GpuSlot<'d> {
     health: Arc<SlowReadings>,
     processes: Arc<Vec<GpuProcess>>,
     mig_instances: Arc<Vec<crate::gpu::MigInstance>>,
+    pods: Arc<Vec<PodAllocation>>,
     /// Timestamp (µs) of the newest process-utilization sample seen.
     utilization_seen: u64,
     groups: BTreeMap<FieldGroup, bool>,
@@ -54,6 +56,10 @@ pub struct NodeReader<'d> {
     /// GPUs NVML counts but gives no handle for, with the error's name.
     missing: Vec<(u32, String)>,
     names: ProcessNames,
+    /// The kubelet's latest device allocations, where it is asked.
+    pods: Option<Arc<PodAllocations>>,
+    /// Whether they changed since processes were last matched to them.
+    pods_changed: bool,
     tally: Tally,
     ticks: u64,
 }
@@ -70,6 +76,8 @@ impl<'d> NodeReader<'d> {
             slots: Vec::with_capacity(count as usize),
             missing: Vec::new(),
             names,
+            pods: None,
+            pods_changed: false,
             tally,
             ticks: 0,
         };
@@ -93,6 +101,7 @@ impl<'d> NodeReader<'d> {
                     health: Arc::default(),
                     processes: Arc::default(),
                     mig_instances: Arc::default(),
+                    pods: Arc::default(),
                     utilization_seen: 0,
                     groups: BTreeMap::new(),
                 };
@@ -123,6 +132,15 @@ impl<'d> NodeReader<'d> {
         match self.driver.device_count(&mut self.tally) {
             Some(count) => count as usize != self.gpu_count(),
             None => false,
+        }
+    }
+
+    /// Sets the kubelet's device allocations; the next tick matches the
+    /// processes to them when they changed.
+    pub fn set_pod_allocations(&mut self, pods: Arc<PodAllocations>) {
+        if !self.pods.as_ref().is_some_and(|p| Arc::ptr_eq(p, &pods)) {
+            self.pods = Some(pods);
+            self.pods_changed = true;
         }
     }
 
@@ -210,9 +228,21 @@ impl<'d> NodeReader<'d> {
                     Arc::default()
                 },
                 mig_instances: slot.mig_instances.clone(),
+                pods: slot.pods.clone(),
                 xid_errors,
                 groups: slot.groups.clone(),
             });
+        }
+        if tiers.processes || self.pods_changed {
+            if let Some(pods) = &self.pods {
+                self.pods_changed = false;
+                crate::kubernetes::attribute(&mut gpus, pods);
+                // `gpus` is still in slot order here.
+                for (slot, gpu) in self.slots.iter_mut().zip(&gpus) {
+                    slot.processes = gpu.processes.clone();
+                    slot.pods = gpu.pods.clone();
+                }
+            }
         }
         for (index, reason) in &self.missing {
             gpus.push(GpuSnapshot {
@@ -226,6 +256,7 @@ impl<'d> NodeReader<'d> {
                 health: Arc::default(),
                 processes: Arc::default(),
                 mig_instances: Arc::default(),
+                pods: Arc::default(),
                 xid_errors: Arc::default(),
                 groups: BTreeMap::new(),
             });
@@ -250,6 +281,7 @@ impl<'d> NodeReader<'d> {
                 ticks: self.ticks,
                 nvml_errors: Arc::new(self.tally.errors.clone()),
             },
+            kubelet: self.pods.as_ref().and_then(|p| p.status),
         }
     }
 }

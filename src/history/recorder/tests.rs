@@ -32,6 +32,7 @@ fn gpu(temp: f64, energy: f64, processes: &Arc<Vec<GpuProcess>>, xid: u64) -> Gp
         health: Arc::new(SlowReadings::default()),
         processes: processes.clone(),
         mig_instances: Arc::default(),
+        pods: Arc::default(),
         xid_errors: Arc::new(if xid > 0 {
             vec![XidCount {
                 code: 79,
@@ -52,6 +53,7 @@ fn snapshot(at_s: u64, gpus: Vec<GpuSnapshot>) -> Snapshot {
         system: Arc::new(SystemInfo::default()),
         gpus,
         collection: CollectionStats::default(),
+        kubelet: None,
     }
 }
 

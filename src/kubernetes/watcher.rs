@@ -1,0 +1,110 @@
+//! The task that asks the kubelet, on a timer, which container holds which
+//! device, and publishes the answer for the sampler.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::gpu::KubeletStatus;
+
+use super::{client, KubeletSettings, PodAllocations};
+
+/// The latest allocations, as the sampler reads them.
+pub type PodAllocationsReceiver = watch::Receiver<Arc<PodAllocations>>;
+
+/// What an attempt found; the log speaks only when this changes kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    Nothing,
+    NoSocket,
+    Answering,
+    Failing(String),
+}
+
+/// Starts asking the kubelet every `settings.refresh_interval`, on the
+/// current tokio runtime, until every receiver is gone. The receiver holds
+/// empty allocations (status `None`) until the first answer.
+pub fn spawn(settings: KubeletSettings) -> PodAllocationsReceiver {
+    let (sender, receiver) = watch::channel(Arc::new(PodAllocations::default()));
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(settings.refresh_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut seen = Seen::Nothing;
+        let mut errors = 0u64;
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = sender.closed() => return,
+            }
+            let last = sender.borrow().clone();
+            let (next, now_seen) = ask(&settings, &last, &mut errors).await;
+            log_transition(&settings, &seen, &now_seen, &next);
+            seen = now_seen;
+            sender.send_if_modified(|current| {
+                if **current == next {
+                    false
+                } else {
+                    *current = Arc::new(next);
+                    true
+                }
+            });
+        }
+    });
+    receiver
+}
+
+/// One attempt: the new value to publish and what was seen. A failing
+/// kubelet keeps the last allocations (pods rarely change while it
+/// restarts) but says it is down.
+async fn ask(
+    settings: &KubeletSettings,
+    last: &PodAllocations,
+    errors: &mut u64,
+) -> (PodAllocations, Seen) {
+    if !settings.explicit && !settings.socket.exists() {
+        return (PodAllocations::default(), Seen::NoSocket);
+    }
+    match client::list(&settings.socket, settings.timeout).await {
+        Ok(response) => {
+            let mut allocations = PodAllocations::from_response(&response);
+            allocations.status = Some(KubeletStatus {
+                up: true,
+                errors: *errors,
+            });
+            (allocations, Seen::Answering)
+        }
+        Err(error) => {
+            *errors += 1;
+            let mut kept = last.clone();
+            kept.status = Some(KubeletStatus {
+                up: false,
+                errors: *errors,
+            });
+            (kept, Seen::Failing(error.to_string()))
+        }
+    }
+}
+
+fn log_transition(settings: &KubeletSettings, before: &Seen, now: &Seen, value: &PodAllocations) {
+    let socket = settings.socket.display();
+    match (before, now) {
+        (Seen::NoSocket, Seen::NoSocket)
+        | (Seen::Answering, Seen::Answering)
+        | (Seen::Failing(_), Seen::Failing(_)) => {}
+        (_, Seen::NoSocket) => info!(
+            socket = %socket,
+            "No kubelet pod-resources socket: not a Kubernetes node, or the socket is not mounted into the agent; processes keep their pod UID but get no pod or namespace names."
+        ),
+        (_, Seen::Answering) => info!(
+            socket = %socket,
+            devices = value.by_device.len(),
+            "The kubelet answers: GPUs and processes get their Kubernetes pod, namespace and container."
+        ),
+        (_, Seen::Failing(error)) => warn!(
+            error = %error,
+            "Cannot ask the kubelet which pods hold the GPUs; the last answer is kept and retried every refresh_interval."
+        ),
+        (_, Seen::Nothing) => {}
+    }
+}
