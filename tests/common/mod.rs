@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub mod alertmanager;
+pub mod kubelet;
 
 /// The gpuwatch binary cargo built for these tests.
 pub fn binary() -> PathBuf {
