@@ -9,6 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use common::kubelet::{pods, FakeKubelet};
 use common::{fixture, Agent, Metrics};
 
 /// Families whose values change from run to run (time, CPU, counts of ticks).
@@ -35,14 +36,30 @@ fn scrape_golden() -> Metrics {
     // Host facts for the scenario's pids come from a fixture /proc tree; one
     // process per GPU gets its own series, the rest are summed (pid="other").
     let proc_root = fixture("fixtures/proc-golden/proc");
+    // A stand-in kubelet gives MIG instance 2 (tritonserver's) to a pod.
+    let socket = dir.path().join("kubelet.sock");
+    let _kubelet = FakeKubelet::start(
+        &socket,
+        pods(vec![(
+            "serving",
+            "triton-0",
+            vec![(
+                "server",
+                "nvidia.com/mig-2g.10gb",
+                vec!["MIG-a0000000-0000-4000-8000-000000000000-2".into()],
+            )],
+        )]),
+    );
     std::fs::write(
         &config,
         format!(
             "[history]\nbatch_interval = \"1s\"\n[sampler]\nproc_root = {:?}\nprocess_top_n = 1\n\
+             [kubernetes]\npod_resources_socket = {:?}\n\
              [capacity]\nmemory_margin = \"1GiB\"\n\
              [[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n\
              [[profiles]]\nname = \"a100-big\"\nmemory = \"30GiB\"\nmodel = \"A100\"\n",
-            proc_root.to_str().expect("utf-8 path")
+            proc_root.to_str().expect("utf-8 path"),
+            socket.to_str().expect("utf-8 path"),
         ),
     )
     .expect("config");
@@ -61,6 +78,7 @@ fn scrape_golden() -> Metrics {
                 && m.find("gpuwatch_gpu_processes", &[]).len() == 2
                 && m.value("gpuwatch_history_rows_written_total", &[])
                     .is_some_and(|v| v > 0.0)
+                && m.has("gpuwatch_gpu_pod_info")
         },
     )
 }

@@ -17,6 +17,44 @@ fn the_example_file_parses_and_matches_the_defaults() {
     let config = Config::load(Some(Path::new(path))).expect("the example is valid");
     assert_eq!(config.sampler, Config::default().sampler);
     assert_eq!(config.server, Config::default().server);
+    assert_eq!(config.kubernetes, Config::default().kubernetes);
+}
+
+#[test]
+fn the_kubelet_socket_is_the_default_one_a_named_one_or_off() {
+    let default = Config::default().kubernetes.expect("on by default");
+    assert_eq!(
+        default.socket,
+        Path::new("/var/lib/kubelet/pod-resources/kubelet.sock")
+    );
+    assert!(!default.explicit, "a missing default socket is no problem");
+    assert_eq!(default.refresh_interval, Duration::from_secs(5));
+    let named = Config::parse(
+        "[kubernetes]\npod_resources_socket = \"/run/k.sock\"\nrefresh_interval = \"1s\"\n",
+        "k.toml",
+    )
+    .expect("valid")
+    .kubernetes
+    .expect("on");
+    assert!(named.explicit);
+    assert_eq!(named.socket, Path::new("/run/k.sock"));
+    assert_eq!(named.refresh_interval, Duration::from_secs(1));
+    let off = Config::parse("[kubernetes]\npod_resources_socket = \"\"\n", "k.toml").expect("valid");
+    assert_eq!(off.kubernetes, None);
+    let problem = |source: &str| match Config::parse(source, "k.toml") {
+        Err(ConfigError::Invalid(problems)) => problems[0].to_string(),
+        other => panic!("expected a problem, got {other:?}"),
+    };
+    let bad = problem("[kubernetes]\nrefresh_interval = \"often\"\n");
+    assert!(
+        bad.starts_with("k.toml:2:20: kubernetes.refresh_interval: \"often\" is not a duration"),
+        "{bad}"
+    );
+    let unknown = problem("[kubernetes]\nsocket = \"/x\"\n");
+    assert!(
+        unknown.starts_with("k.toml:2:1:") && unknown.contains("socket"),
+        "{unknown}"
+    );
 }
 
 #[test]

@@ -207,7 +207,11 @@ def kubernetes(root, config_out):
     check(pod.get("hostPID") is True, "hostPID: true is needed for NVML to report the GPU's processes")
     check(pod.get("nodeSelector", {}).get("nvidia.com/gpu.present") == "true", "no nodeSelector nvidia.com/gpu.present")
     check(any(t.get("key") == "nvidia.com/gpu" for t in pod.get("tolerations", [])), "no toleration for nvidia.com/gpu")
-    check(pod.get("securityContext", {}).get("runAsNonRoot") is True, "pod runAsNonRoot")
+    # Root only for the pod-resources socket, and then without capabilities
+    # (checked below) and with that socket mounted.
+    pod_sc = pod.get("securityContext", {})
+    runs_as_root = pod_sc.get("runAsUser") == 0
+    check(pod_sc.get("runAsNonRoot") is (not runs_as_root), "pod runAsNonRoot agrees with runAsUser")
     check(len(pod["containers"]) == 1, "one container")
     c = pod["containers"][0]
     env = {e["name"]: e.get("value") for e in c.get("env", [])}
@@ -245,6 +249,14 @@ def kubernetes(root, config_out):
     mount = mounts.get(proc_root)
     if check(mount is not None, f"sampler.proc_root {proc_root!r} is not a mount of the DaemonSet"):
         check(volumes[mount["name"]].get("hostPath", {}).get("path") == "/proc", f"{proc_root} is not the host's /proc")
+    socket = config.get("kubernetes", {}).get("pod_resources_socket")
+    if check(socket is not None, "kubernetes.pod_resources_socket is not set in the ConfigMap"):
+        mount = mounts.get(os.path.dirname(socket))
+        if check(mount is not None, f"the directory of {socket} is not a mount of the DaemonSet"):
+            check(volumes[mount["name"]].get("hostPath", {}).get("path") == "/var/lib/kubelet/pod-resources",
+                  f"{os.path.dirname(socket)} is not the host's /var/lib/kubelet/pod-resources")
+        check(runs_as_root, "the pod-resources socket accepts root only: the pod must run as uid 0")
+    check(sm_honors_labels(docs), "the ServiceMonitor must honor labels (the workload's namespace/pod/container)")
     check(config.get("server", {}).get("listen", "0.0.0.0:9842").endswith(":9842"), "listen port 9842")
     with open(config_out, "w", encoding="utf-8") as f:
         f.write(toml_text)
@@ -260,6 +272,11 @@ def kubernetes(root, config_out):
     check(all(e["port"] in sports for e in sm["spec"]["endpoints"]), "ServiceMonitor endpoints name a Service port")
     check(sm["spec"].get("jobLabel") is None and svc["metadata"]["name"] == "gpuwatch",
           "the job label (the Service's name) must be gpuwatch, as the collection alerts expect")
+
+
+def sm_honors_labels(docs):
+    endpoints = docs[("ServiceMonitor", "gpuwatch")]["spec"]["endpoints"]
+    return all(e.get("honorLabels") is True for e in endpoints)
 
 
 def check_dashboards(root, configmap):
