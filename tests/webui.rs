@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use common::kubelet::{pods, FakeKubelet};
 use common::Agent;
 use serde_json::Value;
 
@@ -474,16 +475,31 @@ fn behind_basic_auth_the_page_and_its_requests_get_through() {
 }
 
 #[test]
-fn processes_show_their_user_container_and_sm_share() {
+fn processes_show_their_user_container_pod_and_sm_share() {
     let dir = tempfile::tempdir().expect("temp dir");
     // The golden scenario's pid 4242 runs as alice in a docker container
-    // (tests/fixtures/proc-golden), with a 54 % SM share.
+    // (tests/fixtures/proc-golden), with a 54 % SM share; pid 4343 runs in
+    // a pod, on MIG instance 2, which a stand-in kubelet gives to a pod.
     let proc_root = common::fixture("fixtures/proc-golden/proc");
+    let socket = dir.path().join("kubelet.sock");
+    let _kubelet = FakeKubelet::start(
+        &socket,
+        pods(vec![(
+            "serving",
+            "triton-0",
+            vec![(
+                "server",
+                "nvidia.com/mig-2g.10gb",
+                vec!["MIG-a0000000-0000-4000-8000-000000000000-2".into()],
+            )],
+        )]),
+    );
     let config = config(
         dir.path(),
         &format!(
-            "[sampler]\nproc_root = {:?}\n",
-            proc_root.to_str().expect("utf-8 path")
+            "[sampler]\nproc_root = {:?}\n[kubernetes]\npod_resources_socket = {:?}\n",
+            proc_root.to_str().expect("utf-8 path"),
+            socket.to_str().expect("utf-8 path"),
         ),
     );
     let scenario = common::fixture("scenarios/golden-full.toml");
@@ -505,7 +521,7 @@ fn processes_show_their_user_container_and_sm_share() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    for wanted in ["User", "Container", "SM share"] {
+    for wanted in ["User", "Container", "Pod", "SM share"] {
         page.check(
             headers.contains(&wanted),
             &format!("a {wanted} column in {headers:?}"),
@@ -530,5 +546,19 @@ fn processes_show_their_user_container_and_sm_share() {
     page.check(
         row[column("SM share")] == "54 %",
         &format!("SM share of 4242: {row}"),
+    );
+    page.check(row[column("Pod")] == "–", &format!("no pod for 4242: {row}"));
+    let triton = rows
+        .iter()
+        .find(|r| r[column("PID")] == "4343")
+        .unwrap_or_else(|| page.fail("no row for pid 4343"));
+    page.check(
+        triton[column("Pod")] == "serving/triton-0 · server",
+        &format!("pod of 4343: {triton}"),
+    );
+    let gpu0 = &page.json["gpu_pods"][0];
+    page.check(
+        gpu0 == "gi 2: serving/triton-0 · server",
+        &format!("GPU 0's holders: {gpu0}"),
     );
 }

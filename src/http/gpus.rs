@@ -70,6 +70,7 @@ fn gpu(gpu: &GpuSnapshot) -> Value {
     // Processes as the snapshot has them, so fields added there later (user,
     // container) appear here without a change.
     let processes = serde_json::to_value(&*gpu.processes).unwrap_or(Value::Array(Vec::new()));
+    let pods = serde_json::to_value(&*gpu.pods).unwrap_or(Value::Array(Vec::new()));
     json!({
         "index": gpu.index,
         "uuid": gpu.uuid,
@@ -93,6 +94,7 @@ fn gpu(gpu: &GpuSnapshot) -> Value {
         "remapped_rows_failure": h.remapped_rows_failure,
         "process_count": gpu.processes.len(),
         "processes": processes,
+        "pods": pods,
     })
 }
 

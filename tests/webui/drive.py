@@ -47,6 +47,7 @@ return {
   history_note_visible: !!note && !note.hidden && note.offsetParent !== null,
   history_note: text(note),
   processes: document.querySelectorAll('#process-table tbody tr').length,
+  gpu_pods: [...document.querySelectorAll('#gpus tbody tr')].map((r) => text(r.querySelector('[data-field="pods"]') || document.createElement('i'))),
   process_headers: [...document.querySelectorAll('#process-table thead th')].map(text),
   process_rows: [...document.querySelectorAll('#process-table tbody tr')].map((r) => [...r.querySelectorAll('td')].map(text)),
   alert_history: document.querySelectorAll('#alert-history tbody tr').length,

@@ -131,7 +131,8 @@
       const alerts = firingByGpu[String(g.index)] || 0;
       return el('tr', { 'data-gpu': g.index, class: g.index === view.gpu ? 'selected' : '', onclick: () => selectGpu(g.index) },
         el('td', { 'data-field': 'index' }, g.index),
-        el('td', { 'data-field': 'name', title: g.uuid }, g.name || '?'),
+        el('td', { 'data-field': 'name', title: g.uuid }, g.name || '?',
+          (g.pods || []).length ? el('div', { class: 'muted', 'data-field': 'pods' }, podsText(g.pods)) : null),
         el('td', { 'data-field': 'health' },
           el('span', { class: `badge ${g.status === 'up' ? 'ok' : 'lost'}`, title: g.lost_reason || '' },
             g.status === 'up' ? 'up' : `lost (${g.lost_reason})`),
@@ -167,6 +168,17 @@
     return c.pod_uid ? `${id} (pod ${c.pod_uid})` : id;
   }
 
+  // "namespace/pod · container" of a Kubernetes container (the container
+  // left out when the agent could not tell which one).
+  function podText(k) {
+    return `${k.namespace}/${k.pod}${k.container ? ` · ${k.container}` : ''}`;
+  }
+
+  // Who the kubelet gave the GPU (or its MIG instances) to.
+  function podsText(pods) {
+    return pods.map((a) => `${a.gpu_instance_id === null ? '' : `gi ${a.gpu_instance_id}: `}${podText(a.owner)}`).join(', ');
+  }
+
   function renderProcesses(doc) {
     // user, command and container come from /proc (the snapshot's `host`).
     const list = doc.gpus.flatMap((g) => g.processes.map((p) => ({
@@ -184,6 +196,7 @@
       ['Name', (p) => p.name || '?'],
       has('user') && ['User', (p) => p.user ?? '–'],
       has('container') && ['Container', (p) => containerText(p.container)],
+      has('pod') && ['Pod', (p) => (p.pod ? podText(p.pod) : '–')],
       has('sm_utilization_ratio') && ['SM share', (p) => (p.sm_utilization_ratio === null || p.sm_utilization_ratio === undefined
         ? '–' : `${num(p.sm_utilization_ratio * 100)} %`)],
       ['Memory', (p) => (p.used_memory_bytes === null || p.used_memory_bytes === undefined ? '–'
