@@ -215,7 +215,10 @@ fn pods_and_containers_are_named_for_gpus_and_processes() {
         .lines()
         .find(|l| l.contains("pid    2000"))
         .unwrap_or_else(|| panic!("no pid 2000 in:\n{out}"));
-    assert!(solo_line.contains("pod ml/solo container main"), "{solo_line}");
+    assert!(
+        solo_line.contains("pod ml/solo container main"),
+        "{solo_line}"
+    );
     let notebook_line = out
         .lines()
         .find(|l| l.contains("pid    1002"))
@@ -310,7 +313,10 @@ fn a_named_socket_that_is_missing_is_reported_and_the_default_one_is_not() {
     let m = agent.wait_for("a sample", LONG, |m| m.has("gpuwatch_gpu_processes"));
     assert!(!m.has("gpuwatch_kubelet_up"), "{}", m.text);
     let log = agent.log();
-    assert!(log.contains("No kubelet pod-resources socket"), "log:\n{log}");
+    assert!(
+        log.contains("No kubelet pod-resources socket"),
+        "log:\n{log}"
+    );
     assert!(!log.contains("Cannot ask the kubelet"), "log:\n{log}");
     assert_eq!(agent.terminate().code(), Some(0));
 }

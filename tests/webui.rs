@@ -547,7 +547,10 @@ fn processes_show_their_user_container_pod_and_sm_share() {
         row[column("SM share")] == "54 %",
         &format!("SM share of 4242: {row}"),
     );
-    page.check(row[column("Pod")] == "–", &format!("no pod for 4242: {row}"));
+    page.check(
+        row[column("Pod")] == "–",
+        &format!("no pod for 4242: {row}"),
+    );
     let triton = rows
         .iter()
         .find(|r| r[column("PID")] == "4343")

@@ -556,9 +556,7 @@ fn ask_kubelet_once(config: &Config) -> Option<crate::kubernetes::PodAllocations
         &settings.socket,
         settings.timeout,
     )) {
-        Ok(response) => Some(crate::kubernetes::PodAllocations::from_response(
-            &response,
-        )),
+        Ok(response) => Some(crate::kubernetes::PodAllocations::from_response(&response)),
         Err(error) => {
             eprintln!("warning: {error}; pods are shown by UID only");
             None

@@ -39,7 +39,8 @@ fn the_kubelet_socket_is_the_default_one_a_named_one_or_off() {
     assert!(named.explicit);
     assert_eq!(named.socket, Path::new("/run/k.sock"));
     assert_eq!(named.refresh_interval, Duration::from_secs(1));
-    let off = Config::parse("[kubernetes]\npod_resources_socket = \"\"\n", "k.toml").expect("valid");
+    let off =
+        Config::parse("[kubernetes]\npod_resources_socket = \"\"\n", "k.toml").expect("valid");
     assert_eq!(off.kubernetes, None);
     let problem = |source: &str| match Config::parse(source, "k.toml") {
         Err(ConfigError::Invalid(problems)) => problems[0].to_string(),

@@ -114,7 +114,9 @@ fn pod_uid(process: &GpuProcess) -> Option<&str> {
 fn candidates(pods: &[PodAllocation], gpu_instance: Option<u32>) -> Vec<&PodAllocation> {
     pods.iter()
         .filter(|a| {
-            a.gpu_instance_id.is_none() || gpu_instance.is_none() || a.gpu_instance_id == gpu_instance
+            a.gpu_instance_id.is_none()
+                || gpu_instance.is_none()
+                || a.gpu_instance_id == gpu_instance
         })
         .collect()
 }
@@ -133,7 +135,10 @@ fn single_pod<'a>(candidates: &[&'a PodAllocation]) -> Option<&'a PodContainer> 
 fn owner(candidates: &[&PodAllocation]) -> Option<Arc<PodContainer>> {
     let pod = single_pod(candidates)?;
     let first = &candidates[0].owner;
-    if candidates.iter().all(|a| a.owner.container == first.container) {
+    if candidates
+        .iter()
+        .all(|a| a.owner.container == first.container)
+    {
         Some(first.clone())
     } else {
         Some(Arc::new(PodContainer {

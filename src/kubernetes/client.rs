@@ -27,7 +27,10 @@ pub enum KubeletError {
 /// Asks the kubelet behind the unix socket `socket` which devices every
 /// container holds. Connects afresh each time: a kubelet restart replaces
 /// the socket, and one connection per refresh costs well under a millisecond.
-pub async fn list(socket: &Path, timeout: Duration) -> Result<ListPodResourcesResponse, KubeletError> {
+pub async fn list(
+    socket: &Path,
+    timeout: Duration,
+) -> Result<ListPodResourcesResponse, KubeletError> {
     let connect_error = |reason: String| KubeletError::Connect {
         path: socket.display().to_string(),
         reason,

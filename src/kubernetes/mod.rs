@@ -152,11 +152,18 @@ mod tests {
         assert_eq!(allocations.holders("GPU-a")[0].owner.pod, "train-0");
         assert_eq!(allocations.holders("GPU-b")[0].owner.container, "trainer");
         let c = allocations.holders("GPU-c");
-        assert_eq!(c.len(), 1, "two replicas of one GPU for one container: {c:?}");
+        assert_eq!(
+            c.len(),
+            1,
+            "two replicas of one GPU for one container: {c:?}"
+        );
         assert_eq!(c[0].owner.namespace, "serving");
         assert_eq!(c[0].resource, "nvidia.com/gpu");
         assert!(allocations.holders("GPU-c::0").is_empty());
-        assert_eq!(allocations.holders("0000:3b:00.2")[0].resource, "example.com/sriov");
+        assert_eq!(
+            allocations.holders("0000:3b:00.2")[0].resource,
+            "example.com/sriov"
+        );
         assert!(allocations.holders("GPU-z").is_empty());
     }
 }

@@ -157,7 +157,7 @@ pub fn peer_excess(snapshot: &Snapshot) -> BTreeMap<String, f64> {
         }
         peers.sort_by(f64::total_cmp);
         let middle = peers.len() / 2;
-        let median = if peers.len() % 2 == 0 {
+        let median = if peers.len().is_multiple_of(2) {
             (peers[middle - 1] + peers[middle]) / 2.0
         } else {
             peers[middle]

@@ -171,7 +171,9 @@ impl Service<http::Request<Body>> for Lister {
         let shared = self.0.clone();
         Box::pin(async move {
             if request.uri().path() != LIST_PATH {
-                return Ok(tonic::Status::unimplemented("this kubelet serves List only").into_http());
+                return Ok(
+                    tonic::Status::unimplemented("this kubelet serves List only").into_http(),
+                );
             }
             let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::default());
             Ok(grpc.unary(ListOnce(shared), request).await)
@@ -183,7 +185,8 @@ struct ListOnce(Arc<Shared>);
 
 impl tonic::server::UnaryService<ListPodResourcesRequest> for ListOnce {
     type Response = ListPodResourcesResponse;
-    type Future = std::future::Ready<Result<tonic::Response<ListPodResourcesResponse>, tonic::Status>>;
+    type Future =
+        std::future::Ready<Result<tonic::Response<ListPodResourcesResponse>, tonic::Status>>;
 
     fn call(&mut self, _: tonic::Request<ListPodResourcesRequest>) -> Self::Future {
         self.0.calls.fetch_add(1, Ordering::SeqCst);

@@ -113,7 +113,11 @@ fn a_pod_process_on_an_exclusive_gpu_gets_its_pod_and_container() {
     attribute(&mut gpus, &allocations);
     assert_eq!(owner_of(&gpus, 10), "ml/train-0/trainer");
     assert_eq!(owner_of(&gpus, 11), "-", "a host process is nobody's pod");
-    assert_eq!(owner_of(&gpus, 12), "-", "a docker container outside Kubernetes");
+    assert_eq!(
+        owner_of(&gpus, 12),
+        "-",
+        "a docker container outside Kubernetes"
+    );
     assert_eq!(gpus[0].pods.len(), 1);
     assert_eq!(gpus[0].pods[0].resource, "nvidia.com/gpu");
     assert_eq!(gpus[0].pods[0].gpu_instance_id, None);
@@ -123,7 +127,11 @@ fn a_pod_process_on_an_exclusive_gpu_gets_its_pod_and_container() {
 fn a_shared_gpu_is_resolved_through_the_uid_learned_on_an_exclusive_one() {
     // GPU 1 is time-sliced between two pods; pod b also holds GPU 2 alone.
     let allocations = kubelet(&[
-        ("serving", "a", &[("model", "nvidia.com/gpu", &["GPU-1::0"])]),
+        (
+            "serving",
+            "a",
+            &[("model", "nvidia.com/gpu", &["GPU-1::0"])],
+        ),
         (
             "serving",
             "b",
