@@ -8,12 +8,19 @@
 //! - CPU per process to read /proc for a process seen for the first time
 //!   (comm, cmdline, status, cgroup, from a fixture tree of 240 pids);
 //! - /metrics size and render time with the top-N cap (10 per GPU, the
-//!   default) against no cap (all 30), with three capacity profiles.
+//!   default) against no cap (all 30), with three capacity profiles;
+//! - CPU per process to match processes to Kubernetes pods (the kubelet's
+//!   allocations: every GPU held by one pod, and every GPU time-sliced
+//!   between 30 pods), and the wall time of one pod-resources `List` call
+//!   over a unix socket to a stand-in kubelet (tonic) answering 240 pods.
 //!
 //! Run: `cargo bench --bench processes` (add `-- --quick` for fewer rounds).
 
 #[path = "common/mod.rs"]
 mod common;
+#[allow(dead_code)]
+#[path = "../tests/common/kubelet.rs"]
+mod kubelet;
 
 use common::{median, percentile, run_size, thread_cpu};
 
@@ -24,6 +31,8 @@ use gpuwatch::capacity::{CapacityConfig, Profile};
 use gpuwatch::exporter::process_metrics::ProcessExport;
 use gpuwatch::exporter::{Exporter, Format};
 use gpuwatch::gpu::nvml::Driver;
+use gpuwatch::gpu::GpuSnapshot;
+use gpuwatch::kubernetes::{self, PodAllocations};
 use gpuwatch::sampler::procnames::ProcessNames;
 use gpuwatch::sampler::reader::{NodeReader, Tiers};
 use nvml_wrapper::Nvml;
@@ -226,4 +235,78 @@ fn main() {
             percentile(&mut render, 0.99)
         );
     }
+
+    kubernetes_figures(&reader.tick(Tiers::ALL, None).gpus, rounds, data.path());
+}
+
+/// Pod matching and the kubelet call.
+fn kubernetes_figures(gpus: &[GpuSnapshot], rounds: usize, dir: &std::path::Path) {
+    let processes: usize = gpus.iter().map(|g| g.processes.len()).sum();
+    // Every GPU held by one pod; then every GPU time-sliced between 30 pods.
+    let exclusive: Vec<kubelet::Pod> = gpus
+        .iter()
+        .map(|g| {
+            (
+                "ml",
+                "train",
+                vec![("main", "nvidia.com/gpu", vec![g.uuid.clone()])],
+            )
+        })
+        .collect();
+    let names: Vec<String> = (0..PER_GPU).map(|i| format!("infer-{i}")).collect();
+    let mut shared: Vec<kubelet::Pod> = Vec::new();
+    for g in gpus {
+        for (i, name) in names.iter().enumerate() {
+            shared.push((
+                "serving",
+                name.as_str(),
+                vec![("model", "nvidia.com/gpu", vec![format!("{}::{i}", g.uuid)])],
+            ));
+        }
+    }
+    let response = |pods: Vec<kubelet::Pod>| match kubelet::pods(pods) {
+        kubelet::Answer::Pods(response) => response,
+        kubelet::Answer::Fail(..) => unreachable!("pods() answers pods"),
+    };
+    let (exclusive, shared) = (response(exclusive), response(shared));
+    for (label, answer) in [
+        ("each GPU held by one pod", &exclusive),
+        ("each GPU time-sliced between 30 pods", &shared),
+    ] {
+        let allocations = PodAllocations::from_response(answer);
+        let mut cpu = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let mut copy = gpus.to_vec();
+            let c0 = thread_cpu();
+            kubernetes::attribute(&mut copy, &allocations);
+            cpu.push((thread_cpu() - c0).as_secs_f64() * 1e6 / processes as f64);
+            std::hint::black_box(copy);
+        }
+        println!(
+            "pod matching, {label}: CPU (median) {:.2} us per process",
+            median(&mut cpu)
+        );
+    }
+
+    let socket = dir.join("kubelet.sock");
+    let _kubelet = kubelet::FakeKubelet::start(&socket, kubelet::Answer::Pods(shared.clone()));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut wall = Vec::new();
+    for _ in 0..rounds.min(500) {
+        let t0 = Instant::now();
+        let answer = runtime
+            .block_on(kubernetes::client::list(&socket, Duration::from_secs(2)))
+            .expect("the stand-in kubelet answers");
+        wall.push(t0.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box(answer);
+    }
+    println!(
+        "pod-resources List over a unix socket ({} pods, new connection each call): wall p50 {:.0} us, p99 {:.0} us",
+        shared.pod_resources.len(),
+        percentile(&mut wall, 0.5),
+        percentile(&mut wall, 0.99)
+    );
 }
