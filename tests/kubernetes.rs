@@ -80,7 +80,7 @@ fn write_config(dir: &Path, socket: &Path) -> String {
     std::fs::write(
         &path,
         format!(
-            "[sampler]\ninterval = \"200ms\"\nslow_interval = \"500ms\"\nprocess_interval = \"200ms\"\nproc_root = {:?}\n\
+            "[history]\nbatch_interval = \"1s\"\n[sampler]\ninterval = \"200ms\"\nslow_interval = \"500ms\"\nprocess_interval = \"200ms\"\nproc_root = {:?}\n\
              [kubernetes]\npod_resources_socket = {:?}\nrefresh_interval = \"200ms\"\n",
             proc_root.to_str().expect("utf-8 path"),
             socket.to_str().expect("utf-8 path"),
@@ -196,6 +196,33 @@ fn pods_and_containers_are_named_for_gpus_and_processes() {
         .expect("pid 2000");
     assert_eq!(solo["pod"]["namespace"], "ml");
     assert_eq!(solo["pod"]["container"], "main");
+
+    // The kubelet is asked before the first sample, so even the processes
+    // running when the agent started are recorded with their pod.
+    let deadline = std::time::Instant::now() + LONG;
+    let detail = loop {
+        let (status, body) = agent.get("/api/v1/events?from=-1h&kind=process_start");
+        assert_eq!(status, 200, "{body}");
+        let events: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        let found = events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .find(|e| e["code"] == 2000)
+            .map(|e| e["detail"].as_str().unwrap_or("").to_string());
+        if let Some(detail) = found {
+            break detail;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no process_start for 2000: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(
+        detail,
+        "solo in pod ml/solo container main (running when gpuwatch started)"
+    );
 
     // `gpuwatch status` asks the kubelet once and shows the names.
     let (code, out, err) = run_cli(

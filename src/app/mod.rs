@@ -174,10 +174,10 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
         .thread_name("gpuwatch-http")
         .build()
         .context("cannot start the async runtime")?;
-    let pods = config.kubernetes.clone().map(|kubelet| {
-        let _runtime = runtime.enter();
-        crate::kubernetes::watcher::spawn(kubelet)
-    });
+    let pods = config
+        .kubernetes
+        .clone()
+        .map(|kubelet| crate::kubernetes::watcher::start(kubelet, &runtime));
     let settings = SamplerSettings {
         library: source.library.clone(),
         interval: config.sampler.interval,

@@ -363,11 +363,7 @@ impl Recorder {
                         kind: "process_start",
                         code: Some(i64::from(p.pid)),
                         value: Some(mib),
-                        detail: Some(match (&p.name, first_look) {
-                            (Some(name), false) => name.clone(),
-                            (Some(name), true) => format!("{name} (running when gpuwatch started)"),
-                            (None, _) => String::new(),
-                        }),
+                        detail: Some(start_detail(p, first_look)),
                     });
                     Process {
                         name: p.name.clone(),
@@ -435,6 +431,22 @@ fn row(gpu: i64, acc: &Accumulator) -> RollupRow {
         up_n: acc.up_n,
         values: acc.values(),
     }
+}
+
+/// What a process_start event says: the name, the Kubernetes pod where
+/// known, and whether it was already running when the agent started.
+fn start_detail(p: &crate::gpu::GpuProcess, first_look: bool) -> String {
+    let mut detail = p.name.clone().unwrap_or_default();
+    if let Some(pod) = &p.pod {
+        detail.push_str(&format!(" in pod {}/{}", pod.namespace, pod.pod));
+        if !pod.container.is_empty() {
+            detail.push_str(&format!(" container {}", pod.container));
+        }
+    }
+    if first_look {
+        detail.push_str(" (running when gpuwatch started)");
+    }
+    detail
 }
 
 #[cfg(test)]

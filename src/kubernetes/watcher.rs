@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use tokio::runtime::Runtime;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -22,16 +23,20 @@ enum Seen {
     Failing(String),
 }
 
-/// Starts asking the kubelet every `settings.refresh_interval`, on the
-/// current tokio runtime, until every receiver is gone. The receiver holds
-/// empty allocations (status `None`) until the first answer.
-pub fn spawn(settings: KubeletSettings) -> PodAllocationsReceiver {
-    let (sender, receiver) = watch::channel(Arc::new(PodAllocations::default()));
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(settings.refresh_interval);
+/// Asks the kubelet once, waiting for the answer (at most the call's
+/// timeout), so that the very first sample already names the pods; then
+/// keeps asking every `settings.refresh_interval` on `runtime` until every
+/// receiver is gone.
+pub fn start(settings: KubeletSettings, runtime: &Runtime) -> PodAllocationsReceiver {
+    let mut errors = 0u64;
+    let (first, mut seen) =
+        runtime.block_on(ask(&settings, &PodAllocations::default(), &mut errors));
+    log_transition(&settings, &Seen::Nothing, &seen, &first);
+    let (sender, receiver) = watch::channel(Arc::new(first));
+    runtime.spawn(async move {
+        let start = tokio::time::Instant::now() + settings.refresh_interval;
+        let mut ticker = tokio::time::interval_at(start, settings.refresh_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut seen = Seen::Nothing;
-        let mut errors = 0u64;
         loop {
             tokio::select! {
                 _ = ticker.tick() => {}

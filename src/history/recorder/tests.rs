@@ -201,3 +201,19 @@ fn a_gpu_without_uuid_is_keyed_by_index() {
         Some("index-3")
     );
 }
+
+#[test]
+fn a_process_start_names_its_pod_when_known() {
+    let mut p = process(7, 10);
+    assert_eq!(start_detail(&p, false), "p7");
+    p.pod = Some(Arc::new(crate::gpu::PodContainer {
+        namespace: "ml".into(),
+        pod: "solo".into(),
+        container: "main".into(),
+    }));
+    assert_eq!(start_detail(&p, false), "p7 in pod ml/solo container main");
+    assert_eq!(
+        start_detail(&p, true),
+        "p7 in pod ml/solo container main (running when gpuwatch started)"
+    );
+}
