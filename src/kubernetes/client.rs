@@ -8,6 +8,11 @@ use tonic::transport::Endpoint;
 
 use super::api::{ListPodResourcesRequest, ListPodResourcesResponse, LIST_PATH};
 
+/// The largest answer accepted: the kubelet's own send limit (16 MiB), well
+/// above tonic's 4 MiB default, which a node with hundreds of pods and their
+/// CPU and memory assignments can approach.
+const MAX_ANSWER_BYTES: usize = 16 << 20;
+
 /// Why asking the kubelet failed.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeletError {
@@ -43,7 +48,7 @@ pub async fn list(
         .connect()
         .await
         .map_err(|e| connect_error(error_chain(&e)))?;
-    let mut grpc = tonic::client::Grpc::new(channel);
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_ANSWER_BYTES);
     grpc.ready()
         .await
         .map_err(|e| connect_error(error_chain(&e)))?;
