@@ -734,6 +734,8 @@ fn renewed_certificates_are_served_without_a_restart() {
     let first = der_of(&std::fs::read_to_string(pki.path("server.crt")).expect("read"));
     assert_eq!(served_leaf(&agent, &pki.ca_pem), first);
     let metrics = tls_metrics(&pki, &agent);
+    let (ok, said) = common::promtool_check_metrics(&metrics.text);
+    assert!(ok && said.trim().is_empty(), "promtool: {said}");
     // The TLS families are documented in the README's Web security section.
     common::assert_documented(
         &metrics,
