@@ -26,6 +26,8 @@ const PASSWORD: &str = "correct horse battery staple";
 /// Test PKI written to a temp dir.
 struct Pki {
     dir: tempfile::TempDir,
+    ca: rcgen::Certificate,
+    ca_key: KeyPair,
     ca_pem: String,
     client_pem: String,
     client_key: String,
@@ -36,23 +38,9 @@ struct Pki {
 impl Pki {
     fn new() -> Pki {
         let dir = tempfile::tempdir().expect("temp dir");
-        let ca_key = KeyPair::generate().expect("CA key");
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "gpuwatch test CA");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca = ca_params.self_signed(&ca_key).expect("CA cert");
-
+        let (ca, ca_key) = new_ca("gpuwatch test CA");
         let leaf = |names: Vec<String>, purpose: ExtendedKeyUsagePurpose| {
-            let key = KeyPair::generate().expect("key");
-            let mut params = CertificateParams::new(names).expect("params");
-            params
-                .distinguished_name
-                .push(DnType::CommonName, "gpuwatch test");
-            params.extended_key_usages = vec![purpose];
-            let cert = params.signed_by(&key, &ca, &ca_key).expect("sign");
+            let (cert, key) = issue(&ca, &ca_key, names, purpose, None);
             (cert.pem(), key.serialize_pem())
         };
         let (server_pem, server_key) = leaf(
@@ -77,12 +65,26 @@ impl Pki {
         write("server.key", &server_key);
         Pki {
             ca_pem: ca.pem(),
+            ca,
+            ca_key,
             client_pem,
             client_key,
             stranger_pem: stranger.pem(),
             stranger_key: stranger_key_pair.serialize_pem(),
             dir,
         }
+    }
+
+    /// A new server certificate for 127.0.0.1 and localhost signed by the
+    /// CA, expiring at the start of `year`: (certificate, key).
+    fn renewed_server(&self, year: i32) -> (rcgen::Certificate, KeyPair) {
+        issue(
+            &self.ca,
+            &self.ca_key,
+            vec!["localhost".into(), "127.0.0.1".into()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            Some(year),
+        )
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -95,6 +97,39 @@ impl Pki {
         std::fs::write(&path, text).expect("write");
         path
     }
+}
+
+/// A self-signed CA.
+fn new_ca(name: &str) -> (rcgen::Certificate, KeyPair) {
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.distinguished_name.push(DnType::CommonName, name);
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca = ca_params.self_signed(&ca_key).expect("CA cert");
+    (ca, ca_key)
+}
+
+/// A certificate for `names` signed by `ca`, expiring at the start of
+/// `year` (rcgen's default otherwise).
+fn issue(
+    ca: &rcgen::Certificate,
+    ca_key: &KeyPair,
+    names: Vec<String>,
+    purpose: ExtendedKeyUsagePurpose,
+    year: Option<i32>,
+) -> (rcgen::Certificate, KeyPair) {
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(names).expect("params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "gpuwatch test");
+    params.extended_key_usages = vec![purpose];
+    if let Some(year) = year {
+        params.not_after = rcgen::date_time_ymd(year, 1, 1);
+    }
+    let cert = params.signed_by(&key, ca, ca_key).expect("sign");
+    (cert, key)
 }
 
 /// bcrypt of `password`, at cost 4 to keep debug builds quick (the cost is
@@ -543,4 +578,337 @@ fn a_stalled_handshake_holds_a_slot_only_until_the_request_timeout() {
     assert!(started.elapsed() < Duration::from_secs(5));
     let log = agent.log();
     assert!(log.contains("TLS handshake timed out"), "{log}");
+}
+
+// ---- Certificate renewal without a restart ----
+
+/// A TLS 1.3 client trusting `ca_pem` that completes the handshake on a
+/// fresh connection (and so sees the certificate new connections get).
+struct TlsProbe {
+    tls: tokio_rustls::rustls::ClientConnection,
+    tcp: std::net::TcpStream,
+}
+
+impl TlsProbe {
+    fn connect(address: &str, ca_pem: &str) -> Result<TlsProbe, String> {
+        use pki_types::pem::PemObject;
+        use tokio_rustls::rustls::{self, pki_types};
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("CA PEM"))
+            .expect("CA");
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let name = pki_types::ServerName::try_from("localhost").expect("name");
+        let mut tls =
+            rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
+        let mut tcp = std::net::TcpStream::connect(address).map_err(|e| e.to_string())?;
+        tcp.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        while tls.is_handshaking() {
+            tls.complete_io(&mut tcp).map_err(|e| e.to_string())?;
+        }
+        Ok(TlsProbe { tls, tcp })
+    }
+
+    /// The DER of the leaf certificate the server presented.
+    fn leaf(&self) -> Vec<u8> {
+        self.tls.peer_certificates().expect("server certificates")[0].to_vec()
+    }
+
+    /// GET `path` on this connection (keep-alive): the status line. The
+    /// whole response is read, so that the connection can be used again.
+    fn status_line(&mut self, path: &str, authorization: &str) -> String {
+        let mut stream = tokio_rustls::rustls::Stream::new(&mut self.tls, &mut self.tcp);
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: {authorization}\r\n\r\n"
+        )
+        .expect("send");
+        stream.flush().expect("flush");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match stream.read(&mut byte) {
+                Ok(1) => head.push(byte[0]),
+                other => panic!("reading the response head: {other:?}"),
+            }
+        }
+        let head = String::from_utf8_lossy(&head).to_string();
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse().ok())?
+            })
+            .expect("Content-Length");
+        let mut body = vec![0u8; length];
+        stream.read_exact(&mut body).expect("body");
+        head.lines().next().unwrap_or("").to_string()
+    }
+}
+
+/// The leaf certificate a new connection to `agent` gets.
+fn served_leaf(agent: &Agent, ca_pem: &str) -> Vec<u8> {
+    let address = agent.url.trim_start_matches("https://");
+    TlsProbe::connect(address, ca_pem)
+        .unwrap_or_else(|e| panic!("TLS handshake: {e}\n{}", agent.log()))
+        .leaf()
+}
+
+/// Polls until a new connection gets `leaf`, for up to 30 s.
+fn wait_for_leaf(agent: &Agent, ca_pem: &str, leaf: &[u8], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while served_leaf(agent, ca_pem) != leaf {
+        if Instant::now() > deadline {
+            panic!("{what}: not served within 30 s\nlog:\n{}", agent.log());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// /metrics over TLS with basic auth, parsed.
+fn tls_metrics(pki: &Pki, agent: &Agent) -> common::Metrics {
+    let (status, _, body) = get(
+        &https_client(pki, None),
+        &format!("{}/metrics", agent.url),
+        Some(&basic(USER, PASSWORD)),
+    )
+    .expect("/metrics over TLS");
+    assert_eq!(status, 200, "{body}");
+    common::Metrics::parse(&body)
+}
+
+/// The `gpuwatch_tls_*` table of the README's Web security section.
+fn readme_tls_table() -> common::Documented {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let table = readme
+        .split("<!-- tls-metrics-table:start -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- tls-metrics-table:end -->").next())
+        .expect("README has the TLS metrics table markers");
+    let mut documented = common::Documented::new();
+    for row in table.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let labels = cells[3]
+            .split(',')
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty() && l != "–")
+            .collect();
+        documented.insert(
+            cells[0].trim_matches('`').to_string(),
+            (cells[1].to_string(), labels),
+        );
+    }
+    documented
+}
+
+fn start_with_auth(pki: &Pki, tls: &str) -> Agent {
+    start(
+        pki,
+        &format!(
+            "tls_server_config:\n{tls}basic_auth_users:\n  {USER}: {}\n",
+            bcrypt_hash(PASSWORD)
+        ),
+    )
+}
+
+fn der_of(pem: &str) -> Vec<u8> {
+    use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
+    CertificateDer::from_pem_slice(pem.as_bytes())
+        .expect("PEM")
+        .to_vec()
+}
+
+#[test]
+fn renewed_certificates_are_served_without_a_restart() {
+    let pki = Pki::new();
+    let agent = start_with_auth(&pki, "  cert_file: server.crt\n  key_file: server.key\n");
+    let first = der_of(&std::fs::read_to_string(pki.path("server.crt")).expect("read"));
+    assert_eq!(served_leaf(&agent, &pki.ca_pem), first);
+    let metrics = tls_metrics(&pki, &agent);
+    let (ok, said) = common::promtool_check_metrics(&metrics.text);
+    assert!(ok && said.trim().is_empty(), "promtool: {said}");
+    // The TLS families are documented in the README's Web security section.
+    common::assert_documented(
+        &metrics,
+        &readme_tls_table(),
+        |name| name.starts_with("gpuwatch_tls_"),
+        "the README's TLS metrics table",
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_tls_reloads_total", &[("result", "success")]),
+        Some(0.0)
+    );
+    let log = agent.log();
+    assert!(log.contains("TLS certificate in use"), "{log}");
+
+    // A connection opened before the renewal.
+    let address = agent.url.trim_start_matches("https://").to_string();
+    let mut before = TlsProbe::connect(&address, &pki.ca_pem).expect("connect");
+    let line = before.status_line("/-/healthy", &basic(USER, PASSWORD));
+    assert!(line.contains(" 200 "), "{line}");
+
+    // Renewed in place, certificate first, as certbot does.
+    let (cert, key) = pki.renewed_server(2040);
+    pki.write("server.crt", &cert.pem());
+    pki.write("server.key", &key.serialize_pem());
+    wait_for_leaf(&agent, &pki.ca_pem, cert.der(), "the renewed certificate");
+    let https = https_client(&pki, None);
+    let (status, _, _) = get(
+        &https,
+        &format!("{}/-/healthy", agent.url),
+        Some(&basic(USER, PASSWORD)),
+    )
+    .expect("a request with the renewed certificate");
+    assert_eq!(status, 200);
+
+    // The old connection keeps its session and is still served.
+    assert_eq!(before.leaf(), first);
+    let line = before.status_line("/-/healthy", &basic(USER, PASSWORD));
+    assert!(line.contains(" 200 "), "{line}");
+
+    let metrics = tls_metrics(&pki, &agent);
+    assert_eq!(
+        metrics.value("gpuwatch_tls_certificate_expiry_timestamp_seconds", &[]),
+        Some(rcgen::date_time_ymd(2040, 1, 1).unix_timestamp() as f64)
+    );
+    assert!(
+        metrics
+            .value("gpuwatch_tls_reloads_total", &[("result", "success")])
+            .is_some_and(|v| v >= 1.0),
+        "{}",
+        metrics.text
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_tls_last_reload_successful", &[]),
+        Some(1.0)
+    );
+    let log = agent.log();
+    assert!(log.contains("New TLS certificate in use"), "{log}");
+    assert!(!log.contains(key.serialize_pem().lines().nth(1).expect("key body")));
+}
+
+#[test]
+fn a_broken_renewal_keeps_the_old_certificate_and_warns_once() {
+    let pki = Pki::new();
+    let agent = start_with_auth(&pki, "  cert_file: server.crt\n  key_file: server.key\n");
+    let old_pem = std::fs::read_to_string(pki.path("server.crt")).expect("read");
+    let old_key = std::fs::read_to_string(pki.path("server.key")).expect("read");
+    let first = der_of(&old_pem);
+    let expiry =
+        |m: &common::Metrics| m.value("gpuwatch_tls_certificate_expiry_timestamp_seconds", &[]);
+    let old_expiry = expiry(&tls_metrics(&pki, &agent));
+    assert!(old_expiry.is_some());
+
+    // A renewal that stopped halfway: the new certificate, half its key.
+    let (cert, key) = pki.renewed_server(2041);
+    let key_pem = key.serialize_pem();
+    pki.write("server.crt", &cert.pem());
+    pki.write("server.key", &key_pem[..key_pem.len() / 2]);
+    const WARNING: &str = "The TLS files changed but cannot be used";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !agent.log().contains(WARNING) {
+        assert!(
+            Instant::now() < deadline,
+            "no warning within 30 s\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Several more checks: still one warning, still the old certificate.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(served_leaf(&agent, &pki.ca_pem), first);
+    let log = agent.log();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains(WARNING)).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    let key_file = pki.path("server.key").display().to_string();
+    assert!(
+        warnings[0].contains(&key_file) && warnings[0].contains("WARN"),
+        "{}",
+        warnings[0]
+    );
+    for secret in [&old_key, &key_pem] {
+        for line in secret.lines().filter(|l| !l.starts_with("-----")) {
+            assert!(!log.contains(line), "key material in the log: {log}");
+        }
+    }
+    let metrics = tls_metrics(&pki, &agent);
+    assert_eq!(expiry(&metrics), old_expiry, "the old certificate's expiry");
+    assert_eq!(
+        metrics.value("gpuwatch_tls_reloads_total", &[("result", "failure")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_tls_last_reload_successful", &[]),
+        Some(0.0)
+    );
+
+    // Fixed: the new certificate is served.
+    pki.write("server.key", &key_pem);
+    wait_for_leaf(&agent, &pki.ca_pem, cert.der(), "the fixed renewal");
+    let metrics = tls_metrics(&pki, &agent);
+    assert_eq!(
+        metrics.value("gpuwatch_tls_last_reload_successful", &[]),
+        Some(1.0)
+    );
+    assert_eq!(
+        expiry(&metrics),
+        Some(rcgen::date_time_ymd(2041, 1, 1).unix_timestamp() as f64)
+    );
+    assert!(agent.log().contains("New TLS certificate in use"));
+}
+
+#[test]
+fn a_rotated_client_ca_is_used_for_new_connections() {
+    let pki = Pki::new();
+    pki.write("client-ca.crt", &pki.ca_pem);
+    let agent = start(
+        &pki,
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+         client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: client-ca.crt\n",
+    );
+    let url = format!("{}/-/healthy", agent.url);
+    let old_client = https_client(&pki, Some((&pki.client_pem, &pki.client_key)));
+    let (status, _, _) = get(&old_client, &url, None).expect("a client of the first CA");
+    assert_eq!(status, 200);
+
+    // The clients' CA is replaced by a new one.
+    let (new_ca, new_ca_key) = new_ca("gpuwatch test clients CA 2");
+    let (client, client_key) = issue(
+        &new_ca,
+        &new_ca_key,
+        vec!["scraper2.example".into()],
+        ExtendedKeyUsagePurpose::ClientAuth,
+        None,
+    );
+    let new_client = https_client(&pki, Some((&client.pem(), &client_key.serialize_pem())));
+    assert!(get(&new_client, &url, None).is_err(), "not trusted yet");
+    pki.write("client-ca.crt", &new_ca.pem());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(&new_client, &url, None).map(|r| r.0) != Ok(200) {
+        assert!(
+            Instant::now() < deadline,
+            "the new clients' CA was not used within 30 s\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let refused = get(
+        &https_client(&pki, Some((&pki.client_pem, &pki.client_key))),
+        &url,
+        None,
+    );
+    assert!(
+        refused.is_err(),
+        "a client of the replaced CA got {refused:?}"
+    );
+    assert!(agent.log().contains("New TLS certificate in use"));
 }

@@ -298,6 +298,16 @@ async fn serve_until_signal(
             "Web security on: every path, /-/healthy and /-/ready included."
         );
     }
+    if let Some(reloader) = &security.tls {
+        let served = reloader.served();
+        info!(
+            cert_file = %reloader.settings().cert_file.display(),
+            serial = %served.serial,
+            subject = %served.subject,
+            not_after = %served.expires(),
+            "TLS certificate in use; its files are checked every second and reloaded when they change."
+        );
+    }
     let stale_after = config.sampler.stale_after();
     let processes = crate::exporter::process_metrics::ProcessExport {
         process_top_n: config.sampler.process_top_n,
@@ -305,6 +315,10 @@ async fn serve_until_signal(
     };
     let mut exporter = Exporter::with_processes(sampler.snapshots(), stale_after, processes)
         .with_compat(sampler.snapshots(), config.server.metrics_compat.clone());
+    if let Some(reloader) = &security.tls {
+        // Certificate expiry and reloads (the files are watched by the server).
+        exporter = exporter.with(reloader.collector());
+    }
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut history_api = None;
     let mut history_task = None;

@@ -15,6 +15,7 @@ mod gpus;
 mod history_api;
 mod routes;
 pub mod tls;
+pub mod tls_reload;
 pub mod web;
 pub mod webconfig;
 
@@ -98,6 +99,8 @@ pub async fn serve(
 /// [`serve`] with TLS, basic auth and response headers from a web
 /// configuration. A TLS handshake holds a connection slot and must finish
 /// within the request timeout; one that fails is logged at debug level.
+/// With TLS, the certificate files are watched while it serves
+/// ([`tls_reload`]).
 pub async fn serve_secured(
     listener: TcpListener,
     state: Arc<HttpState>,
@@ -105,6 +108,9 @@ pub async fn serve_secured(
     security: Arc<WebSecurity>,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
+    if let Some(reloader) = &security.tls {
+        tokio::spawn(reloader.clone().watch(shutdown.clone()));
+    }
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     loop {
@@ -141,7 +147,10 @@ pub async fn serve_secured(
                 None => {
                     serve_connection(stream, peer, state, security.clone(), timeout, watcher).await
                 }
-                Some(acceptor) => {
+                Some(reloader) => {
+                    // The newest good certificate; this connection keeps it
+                    // even if the files change meanwhile.
+                    let acceptor = reloader.current();
                     match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
                         Ok(Ok(stream)) => {
                             serve_connection(

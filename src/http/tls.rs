@@ -45,6 +45,13 @@ pub struct Material {
     roots: Option<Arc<RootCertStore>>,
 }
 
+impl Material {
+    /// The served (leaf) certificate: the first one in `cert_file`.
+    pub fn leaf(&self) -> Option<&CertificateDer<'static>> {
+        self.certs.first()
+    }
+}
+
 /// Reads the files named in `settings` and builds the acceptor.
 pub fn acceptor(settings: &TlsSettings) -> Result<TlsAcceptor, Vec<TlsError>> {
     build(settings, load(settings)?)

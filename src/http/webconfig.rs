@@ -17,21 +17,21 @@
 //! ```
 //!
 //! [`WebSecurity::load`] parses, checks every field, reads the certificates
-//! and keys and builds the TLS acceptor; every problem is reported at once,
+//! and keys and builds the TLS acceptor (reloaded when those files change:
+//! [`super::tls_reload`]); every problem is reported at once,
 //! each with file, line and field, like the TOML configuration's.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::config::Problem;
 use hyper::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
-use tokio_rustls::TlsAcceptor;
-
-use crate::config::Problem;
 
 use super::auth::BasicAuth;
 use super::tls;
+use super::tls_reload::{Fingerprint, TlsReloader};
 
 /// The file as written; unknown keys are errors.
 #[derive(Debug, Default, Deserialize)]
@@ -146,8 +146,9 @@ pub struct TlsSettings {
 pub struct WebSecurity {
     /// The file it came from.
     pub file: PathBuf,
-    /// TLS, when configured.
-    pub tls: Option<TlsAcceptor>,
+    /// TLS, when configured: the acceptor in service, reloaded when the
+    /// certificate files change.
+    pub tls: Option<Arc<TlsReloader>>,
     /// Basic auth, when users are configured.
     pub auth: Option<Arc<BasicAuth>>,
     /// Headers added to every response.
@@ -250,8 +251,12 @@ impl WebSecurity {
             raw.tls_server_config
                 .and_then(|t| v.tls(t, base))
                 .and_then(|(settings, valid)| {
+                    // Hashed before reading, so that a change in between
+                    // is reloaded rather than missed.
+                    let fingerprint = Fingerprint::of(&settings);
                     let built = tls::load(&settings).and_then(|material| match valid {
-                        true => tls::build(&settings, material).map(Some),
+                        true => TlsReloader::new(settings, fingerprint, material)
+                            .map(|reloader| Some(Arc::new(reloader))),
                         false => Ok(None),
                     });
                     match built {
