@@ -653,9 +653,16 @@ def capacity():
     L.add(table("Who uses the GPUs", targets(("gpuwatch_process_info%s" % s(), ""), instant=True, table=True),
                 "short", {"gpu": ("GPU", None), "pid": ("PID", None), "process_name": ("Process", None), "user": ("User", None),
                           "container_runtime": ("Runtime", None), "container_id": ("Container", None), "pod_uid": ("Pod UID", None),
+                          "namespace": ("Namespace", None), "pod": ("Pod", None), "container": ("Container name", None),
                           "gpu_instance": ("MIG GI", None), "mps_client": ("MPS client", None), "command": ("Command", None)},
-                "Top processes by memory per GPU, with their user, container and Kubernetes pod (from /proc).",
+                "Top processes by memory per GPU, with their user, container (from /proc) and Kubernetes pod (from the kubelet).",
                 exclude=("Time", "job", "__name__", "uuid", "Value", "type")), 24, 10)
+    L.add(table("Kubernetes: who holds the GPUs", targets(("gpuwatch_gpu_pod_info%s" % s(), ""), instant=True, table=True),
+                "short", {"gpu": ("GPU", None), "gpu_instance": ("MIG GI", None), "namespace": ("Namespace", None),
+                          "pod": ("Pod", None), "container": ("Container", None), "resource": ("Resource", None)},
+                "The containers the kubelet allocated each GPU (or MIG instance) to, from its pod-resources socket. "
+                "Empty off Kubernetes.",
+                exclude=("Time", "job", "__name__", "uuid", "Value")), 24, 8)
     L.add(bargauge("MIG instance memory used", targets((named("gpuwatch_mig_instance_memory_used_bytes%s / gpuwatch_mig_instance_memory_total_bytes%s" % (s(), s())),
                                                          "{{instance}} GPU {{gpu}} GI {{gpu_instance}}"), instant=True),
                    "percentunit", "Used over total memory of each MIG GPU instance.", mn=0, mx=1, th=RATIO_TH), 12, 8)

@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::kubelet::{pods, FakeKubelet};
 use common::{fixture, Agent, Metrics};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -474,9 +475,27 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
     // Workload profiles, so that the capacity families are exported too.
     let config_dir = tempfile::tempdir().expect("temp dir");
     let config = config_dir.path().join("gpuwatch.toml");
+    // A stand-in kubelet gives GPU 0's MIG instance 2 to a pod, so that the
+    // Kubernetes panel has data.
+    let socket = config_dir.path().join("kubelet.sock");
+    let _kubelet = FakeKubelet::start(
+        &socket,
+        pods(vec![(
+            "serving",
+            "triton-0",
+            vec![(
+                "server",
+                "nvidia.com/mig-2g.10gb",
+                vec!["MIG-a0000000-0000-4000-8000-000000000000-2".into()],
+            )],
+        )]),
+    );
     std::fs::write(
         &config,
-        "[[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n",
+        format!(
+            "[[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n[kubernetes]\npod_resources_socket = {:?}\n",
+            socket.to_str().expect("utf-8 path")
+        ),
     )
     .expect("config");
     let golden = Agent::start(
@@ -497,6 +516,7 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
         golden.wait_for("Xid errors and processes", Duration::from_secs(30), |m| {
             m.find("gpuwatch_xid_errors_total", &[]).len() == 2
                 && m.find("gpuwatch_gpu_processes", &[]).len() == 2
+                && m.has("gpuwatch_gpu_pod_info")
         });
     let h100_instance = h100.url.trim_start_matches("http://").to_string();
     let golden_instance = golden.url.trim_start_matches("http://").to_string();
