@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::kubelet::{pods, FakeKubelet};
+use common::kubelet::FakeKubelet;
 use common::{fixture, Agent, Metrics};
 
 /// Families whose values change from run to run (time, CPU, counts of ticks).
@@ -38,18 +38,7 @@ fn scrape_golden() -> Metrics {
     let proc_root = fixture("fixtures/proc-golden/proc");
     // A stand-in kubelet gives MIG instance 2 (tritonserver's) to a pod.
     let socket = dir.path().join("kubelet.sock");
-    let _kubelet = FakeKubelet::start(
-        &socket,
-        pods(vec![(
-            "serving",
-            "triton-0",
-            vec![(
-                "server",
-                "nvidia.com/mig-2g.10gb",
-                vec!["MIG-a0000000-0000-4000-8000-000000000000-2".into()],
-            )],
-        )]),
-    );
+    let _kubelet = FakeKubelet::golden_triton(&socket);
     std::fs::write(
         &config,
         format!(
@@ -345,23 +334,5 @@ fn check_readme_table(metrics: &Metrics) {
 
 /// The README's metric table: name → (type, label names).
 fn readme_table() -> common::Documented {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let table = readme
-        .split("<!-- metrics-table:start -->")
-        .nth(1)
-        .and_then(|rest| rest.split("<!-- metrics-table:end -->").next())
-        .expect("README has the metrics table markers");
-    let mut documented = common::Documented::new();
-    for row in table.lines().filter(|l| l.starts_with("| `")) {
-        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
-        let name = cells[0].trim_matches('`').to_string();
-        let labels: BTreeSet<String> = cells[3]
-            .split(',')
-            .map(|l| l.trim().to_string())
-            .filter(|l| !l.is_empty() && l != "–")
-            .collect();
-        documented.insert(name, (cells[1].to_string(), labels));
-    }
-    documented
+    common::readme_metric_table("metrics-table")
 }

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::kubelet::{pods, FakeKubelet};
+use common::kubelet::FakeKubelet;
 use common::{fixture, Agent, Metrics};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -478,18 +478,7 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
     // A stand-in kubelet gives GPU 0's MIG instance 2 to a pod, so that the
     // Kubernetes panel has data.
     let socket = config_dir.path().join("kubelet.sock");
-    let _kubelet = FakeKubelet::start(
-        &socket,
-        pods(vec![(
-            "serving",
-            "triton-0",
-            vec![(
-                "server",
-                "nvidia.com/mig-2g.10gb",
-                vec!["MIG-a0000000-0000-4000-8000-000000000000-2".into()],
-            )],
-        )]),
-    );
+    let _kubelet = FakeKubelet::golden_triton(&socket);
     std::fs::write(
         &config,
         format!(

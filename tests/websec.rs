@@ -687,27 +687,7 @@ fn tls_metrics(pki: &Pki, agent: &Agent) -> common::Metrics {
 
 /// The `gpuwatch_tls_*` table of the README's Web security section.
 fn readme_tls_table() -> common::Documented {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let table = readme
-        .split("<!-- tls-metrics-table:start -->")
-        .nth(1)
-        .and_then(|rest| rest.split("<!-- tls-metrics-table:end -->").next())
-        .expect("README has the TLS metrics table markers");
-    let mut documented = common::Documented::new();
-    for row in table.lines().filter(|l| l.starts_with("| `")) {
-        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
-        let labels = cells[3]
-            .split(',')
-            .map(|l| l.trim().to_string())
-            .filter(|l| !l.is_empty() && l != "–")
-            .collect();
-        documented.insert(
-            cells[0].trim_matches('`').to_string(),
-            (cells[1].to_string(), labels),
-        );
-    }
-    documented
+    common::readme_metric_table("tls-metrics-table")
 }
 
 fn start_with_auth(pki: &Pki, tls: &str) -> Agent {

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::kubelet::{pods, FakeKubelet};
+use common::kubelet::FakeKubelet;
 use common::Agent;
 use serde_json::Value;
 
@@ -482,18 +482,7 @@ fn processes_show_their_user_container_pod_and_sm_share() {
     // a pod, on MIG instance 2, which a stand-in kubelet gives to a pod.
     let proc_root = common::fixture("fixtures/proc-golden/proc");
     let socket = dir.path().join("kubelet.sock");
-    let _kubelet = FakeKubelet::start(
-        &socket,
-        pods(vec![(
-            "serving",
-            "triton-0",
-            vec![(
-                "server",
-                "nvidia.com/mig-2g.10gb",
-                vec!["MIG-a0000000-0000-4000-8000-000000000000-2".into()],
-            )],
-        )]),
-    );
+    let _kubelet = FakeKubelet::golden_triton(&socket);
     let config = config(
         dir.path(),
         &format!(

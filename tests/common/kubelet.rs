@@ -90,6 +90,24 @@ impl FakeKubelet {
         self.thread = Some(thread);
     }
 
+    /// For `tests/scenarios/golden-full.toml`: GPU 0's MIG instance 2 (where
+    /// tritonserver, pid 4343, runs) given to `serving/triton-0`, container
+    /// `server`.
+    pub fn golden_triton(socket: &Path) -> FakeKubelet {
+        FakeKubelet::start(
+            socket,
+            pods(vec![(
+                "serving",
+                "triton-0",
+                vec![(
+                    "server",
+                    "nvidia.com/mig-2g.10gb",
+                    vec!["MIG-a0000000-0000-4000-8000-000000000000-2".into()],
+                )],
+            )]),
+        )
+    }
+
     /// Changes what `List` answers from now on.
     pub fn set(&self, answer: Answer) {
         *self.shared.answer.lock().expect("answer lock") = answer;

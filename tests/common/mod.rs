@@ -489,6 +489,31 @@ pub fn prometheus() -> PathBuf {
 /// Metric families as a README table documents them: name → (type, label names).
 pub type Documented = BTreeMap<String, (String, BTreeSet<String>)>;
 
+/// A metric table of README.md (`| name | type | unit | labels | … |`)
+/// between `<!-- MARKER:start -->` and `<!-- MARKER:end -->`, as
+/// [`Documented`]; "–" in the labels cell means none.
+pub fn readme_metric_table(marker: &str) -> Documented {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let table = readme
+        .split(&format!("<!-- {marker}:start -->"))
+        .nth(1)
+        .and_then(|rest| rest.split(&format!("<!-- {marker}:end -->")).next())
+        .unwrap_or_else(|| panic!("README has the {marker} markers"));
+    let mut documented = Documented::new();
+    for row in table.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let name = cells[0].trim_matches('`').to_string();
+        let labels: BTreeSet<String> = cells[3]
+            .split(',')
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty() && l != "–")
+            .collect();
+        documented.insert(name, (cells[1].to_string(), labels));
+    }
+    documented
+}
+
 /// Asserts that the families in `metrics` whose names pass `filter` are
 /// exactly those `documented` (`what` names the table in messages), with the
 /// documented type and label names.
