@@ -559,23 +559,16 @@ fn one_sample(options: &SourceOptions, config: &Config) -> anyhow::Result<crate:
 /// none to be had.
 fn ask_kubelet_once(config: &Config) -> Option<crate::kubernetes::PodAllocations> {
     let settings = config.kubernetes.as_ref()?;
-    if !settings.explicit && !settings.socket.exists() {
-        return None;
-    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .ok()?;
-    match runtime.block_on(crate::kubernetes::client::list(
-        &settings.socket,
-        settings.timeout,
-    )) {
-        Ok(response) => Some(crate::kubernetes::PodAllocations::from_response(&response)),
-        Err(error) => {
+    runtime
+        .block_on(crate::kubernetes::ask_once(settings))
+        .unwrap_or_else(|error| {
             eprintln!("warning: {error}; pods are shown by UID only");
             None
-        }
-    }
+        })
 }
 
 /// `gpuwatch capacity`: takes one sample and prints how many more instances

@@ -108,6 +108,18 @@ impl PodAllocations {
     }
 }
 
+/// Asks the kubelet once: `Ok(None)` where its socket is not configured and
+/// absent from the default path (not a Kubernetes node).
+pub async fn ask_once(
+    settings: &KubeletSettings,
+) -> Result<Option<PodAllocations>, client::KubeletError> {
+    if !settings.explicit && !settings.socket.exists() {
+        return Ok(None);
+    }
+    let response = client::list(&settings.socket, settings.timeout).await?;
+    Ok(Some(PodAllocations::from_response(&response)))
+}
+
 /// The UUID in a device id: NVIDIA's device plugin names time-slicing
 /// replicas `GPU-<uuid>::<n>`.
 fn device_uuid(id: &str) -> &str {

@@ -9,7 +9,7 @@ use tracing::{info, warn};
 
 use crate::gpu::KubeletStatus;
 
-use super::{client, KubeletSettings, PodAllocations};
+use super::{KubeletSettings, PodAllocations};
 
 /// The latest allocations, as the sampler reads them.
 pub type PodAllocationsReceiver = watch::Receiver<Arc<PodAllocations>>;
@@ -67,12 +67,9 @@ async fn ask(
     last: &PodAllocations,
     errors: &mut u64,
 ) -> (PodAllocations, Seen) {
-    if !settings.explicit && !settings.socket.exists() {
-        return (PodAllocations::default(), Seen::NoSocket);
-    }
-    match client::list(&settings.socket, settings.timeout).await {
-        Ok(response) => {
-            let mut allocations = PodAllocations::from_response(&response);
+    match super::ask_once(settings).await {
+        Ok(None) => (PodAllocations::default(), Seen::NoSocket),
+        Ok(Some(mut allocations)) => {
             allocations.status = Some(KubeletStatus {
                 up: true,
                 errors: *errors,

@@ -237,10 +237,13 @@ impl<'d> NodeReader<'d> {
             if let Some(pods) = &self.pods {
                 self.pods_changed = false;
                 crate::kubernetes::attribute(&mut gpus, pods);
-                // `gpus` is still in slot order here.
+                // `gpus` is still in slot order here. A lost GPU shows no
+                // processes; its slot keeps the last list for when it is back.
                 for (slot, gpu) in self.slots.iter_mut().zip(&gpus) {
-                    slot.processes = gpu.processes.clone();
                     slot.pods = gpu.pods.clone();
+                    if gpu.is_up() {
+                        slot.processes = gpu.processes.clone();
+                    }
                 }
             }
         }
