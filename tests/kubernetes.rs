@@ -347,3 +347,51 @@ fn a_named_socket_that_is_missing_is_reported_and_the_default_one_is_not() {
     assert!(!log.contains("Cannot ask the kubelet"), "log:\n{log}");
     assert_eq!(agent.terminate().code(), Some(0));
 }
+
+#[test]
+fn a_lost_gpu_of_a_pod_comes_back_with_its_process_still_running() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("kubelet.sock");
+    let _kubelet = FakeKubelet::start(
+        &socket,
+        pods(vec![(
+            "ml",
+            "solo",
+            vec![("main", "nvidia.com/gpu", vec![GPU1.into()])],
+        )]),
+    );
+    let config = write_config(dir.path(), &socket);
+    // Processes are read every 3 s: once during the loss (skipped), then
+    // after it; fast ticks in between show the list kept from before.
+    let config_text = std::fs::read_to_string(&config)
+        .expect("config")
+        .replace("process_interval = \"200ms\"", "process_interval = \"3s\"");
+    std::fs::write(&config, config_text).expect("config");
+    let scenario = fixture("scenarios/lost-pod-gpu.toml");
+    let agent = Agent::start(
+        scenario.to_str().expect("utf-8 path"),
+        &["--config", &config],
+        &[],
+    );
+    agent.wait_for("the GPU lost", LONG, |m| {
+        m.value("gpuwatch_gpu_up", &[("gpu", "0")]) == Some(0.0)
+    });
+    agent.wait_for("the GPU back, its process named", LONG, |m| {
+        m.value("gpuwatch_gpu_up", &[("gpu", "0")]) == Some(1.0)
+            && owner(m, "0", "2000") == "ml/solo/main"
+    });
+    // Past the next process tier, and a history commit.
+    std::thread::sleep(Duration::from_secs(4));
+    let (status, body) = agent.get("/api/v1/events?from=-1h");
+    assert_eq!(status, 200, "{body}");
+    let events: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let kinds: Vec<&str> = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["code"] == 2000)
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, vec!["process_start"], "{body}");
+    assert_eq!(agent.terminate().code(), Some(0));
+}
