@@ -22,6 +22,10 @@ use crate::gpu::{GpuProcess, GpuSnapshot, PodAllocation, PodContainer};
 
 use super::PodAllocations;
 
+/// NVIDIA's extended resources (`nvidia.com/gpu`, `nvidia.com/mig-*`): the
+/// only ones whose bare numeric device ids are taken as GPU indices.
+const NVIDIA_RESOURCE_PREFIX: &str = "nvidia.com/";
+
 /// Sets each GPU's `pods` from `allocations`, and each process's `pod`.
 pub fn attribute(gpus: &mut [GpuSnapshot], allocations: &PodAllocations) {
     for gpu in gpus.iter_mut() {
@@ -48,10 +52,20 @@ pub fn attribute(gpus: &mut [GpuSnapshot], allocations: &PodAllocations) {
     }
 }
 
-/// The devices of `gpu` the kubelet allocated: the GPU itself and its MIG
-/// instances.
+/// The devices of `gpu` the kubelet allocated: the GPU itself (by UUID, or
+/// by NVML index where NVIDIA's device plugin runs with
+/// `--device-id-strategy=index`) and its MIG instances (by MIG UUID).
 fn gpu_allocations(gpu: &GpuSnapshot, allocations: &PodAllocations) -> Vec<PodAllocation> {
-    let whole = allocations.holders(&gpu.uuid).iter().map(|h| (h, None));
+    let index = gpu.index.to_string();
+    let by_index = allocations
+        .holders(&index)
+        .iter()
+        .filter(|h| h.resource.starts_with(NVIDIA_RESOURCE_PREFIX));
+    let whole = allocations
+        .holders(&gpu.uuid)
+        .iter()
+        .chain(by_index)
+        .map(|h| (h, None));
     let mig = gpu.mig_instances.iter().flat_map(|m| {
         allocations
             .holders(&m.uuid)

@@ -241,3 +241,21 @@ fn a_pod_that_left_is_forgotten() {
     assert_eq!(owner_of(&gpus, 60), "-");
     assert!(gpus[0].pods.is_empty());
 }
+
+#[test]
+fn index_device_ids_name_nvidia_gpus_only() {
+    // NVIDIA's device plugin with --device-id-strategy=index: ids are NVML
+    // indices; another vendor's "1" is not GPU 1.
+    let allocations = kubelet(&[
+        ("ml", "by-index", &[("c", "nvidia.com/gpu", &["0::2"])]),
+        ("net", "nic", &[("c", "example.com/vf", &["1"])]),
+    ]);
+    let mut gpus = vec![
+        gpu(0, vec![process(70, Some("uid-i"), None)], &[]),
+        gpu(1, vec![process(71, Some("uid-n"), None)], &[]),
+    ];
+    attribute(&mut gpus, &allocations);
+    assert_eq!(owner_of(&gpus, 70), "ml/by-index/c");
+    assert_eq!(owner_of(&gpus, 71), "-");
+    assert!(gpus[1].pods.is_empty());
+}
