@@ -4,12 +4,24 @@ for a while at the default 1 s interval, scraped every 15 s like Prometheus
 does, and prints its steady RSS and CPU share.
 
 Usage: scripts/bench_agent.py [--seconds 600] [--scenario h100x8]
+                              [--agent PATH --agent PATH ...]
 
 The simulator runs inside the agent's process (it is the NVML library), so
 the CPU figure includes the simulator's work. For a baseline measured in the
 same run, `examples/nvml_poller.rs` makes the same fast-tier NVML calls once a
 second and nothing else; it runs beside the agent and its CPU share is
 reported too.
+
+Each agent records history into a fresh database in a temporary directory
+(the same work on every run, whatever earlier runs left). `--agent PATH`
+(repeatable) measures other gpuwatch binaries instead, side by side in the
+same run (e.g. a copy built before a change against the current build): each
+gets its own port and database, and the same poller is the baseline for all.
+
+CPU is read two ways: /proc/PID/stat (10 ms ticks, as earlier figures were)
+and the exact per-thread time in /proc/PID/task/TID/schedstat, which also
+counts how often each thread was put on a CPU ("runs": on this VM every
+wake-up of a thread costs far more than the little work done once a second).
 """
 import argparse
 import os
@@ -17,6 +29,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -30,6 +43,22 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def thread_ns(pid):
+    """(nanoseconds on CPU, times run) per thread (name, tid), from
+    schedstat: exact, where /proc/PID/stat counts 10 ms ticks."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                fields = f.read().split()
+            out[(name, tid)] = (int(fields[0]), int(fields[2]))
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            pass
+    return out
+
+
 def rss_bytes(pid):
     with open(f"/proc/{pid}/statm") as f:
         return int(f.read().split()[1]) * PAGE
@@ -41,62 +70,116 @@ def free_port():
         return s.getsockname()[1]
 
 
+class Measured:
+    """One process under measurement: CPU at the start and the end."""
+
+    def __init__(self, name, process, port=None):
+        self.name, self.process, self.port = name, process, port
+        self.rss, self.scrape_ms, self.size = [], [], 0
+
+    def start(self):
+        pid = self.process.pid
+        self.rss_start = rss_bytes(pid)
+        self.cpu0, self.threads0 = cpu_seconds(pid), thread_ns(pid)
+
+    def scrape(self):
+        t0 = time.monotonic()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5).read()
+        self.scrape_ms.append((time.monotonic() - t0) * 1000)
+        self.size = len(body)
+        self.rss.append(rss_bytes(self.process.pid))
+
+    def stop(self):
+        pid = self.process.pid
+        self.cpu1, self.threads1 = cpu_seconds(pid), thread_ns(pid)
+        self.rss_end = rss_bytes(pid)
+
+    def figures(self, wall):
+        """(tick-based %, exact %, runs/s, {thread: (%, runs/s)})."""
+        per = {}
+        # Threads started during the interval count from zero; none should end.
+        for key, (ns, runs) in self.threads1.items():
+            ns0, runs0 = self.threads0.get(key, (0, 0))
+            total = per.setdefault(key[0], [0, 0])
+            total[0] += ns - ns0
+            total[1] += runs - runs0
+        exact = sum(ns for ns, _ in per.values()) / 1e9 / wall * 100
+        runs = sum(r for _, r in per.values()) / wall
+        threads = {name: (ns / 1e9 / wall * 100, r / wall) for name, (ns, r) in per.items()}
+        return (self.cpu1 - self.cpu0) / wall * 100, exact, runs, threads
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=600)
     parser.add_argument("--scenario", default="h100x8")
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--agent", action="append", default=[],
+                        help="gpuwatch binary to measure (repeatable; default target/release/gpuwatch)")
     args = parser.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    subprocess.run(["cargo", "build", "--release", "--workspace", "--examples", "-q"],
+    # --examples alone builds no binaries: name --bins too, or a stale
+    # gpuwatch would be measured.
+    subprocess.run(["cargo", "build", "--release", "--workspace", "--bins", "--examples", "-q"],
                    cwd=root, check=True)
-    binary = os.path.join(root, "target", "release", "gpuwatch")
+    binaries = args.agent or [os.path.join(root, "target", "release", "gpuwatch")]
     poller_bin = os.path.join(root, "target", "release", "examples", "nvml_poller")
     simlib = os.path.join(root, "target", "release", "deps", "libnvml_sim.so")
-    port = free_port()
     log = open("/tmp/gpuwatch-bench-agent.log", "w")
-    agent = subprocess.Popen(
-        [binary, "run", "--simulate", args.scenario, "--listen", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=log)
-    poller = subprocess.Popen(
+    scratch = tempfile.TemporaryDirectory(prefix="gpuwatch-bench-")
+    env = dict(os.environ, GPUWATCH_SIM_LIBRARY=simlib)
+    agents = []
+    for i, binary in enumerate(binaries):
+        port = free_port()
+        process = subprocess.Popen(
+            [binary, "run", "--simulate", args.scenario, "--listen", f"127.0.0.1:{port}",
+             "--history-db", os.path.join(scratch.name, f"history-{i}.db")],
+            stdout=subprocess.DEVNULL, stderr=log, env=env)
+        agents.append(Measured(binary, process, port))
+    poller = Measured("poller", subprocess.Popen(
         [poller_bin, simlib], env=dict(os.environ, GPUWATCH_SIM_SCENARIO=f"builtin:{args.scenario}"),
-        stdout=subprocess.DEVNULL, stderr=log)
+        stdout=subprocess.DEVNULL, stderr=log))
+    everyone = agents + [poller]
     try:
-        url = f"http://127.0.0.1:{port}/metrics"
         time.sleep(args.warmup)
-        if agent.poll() is not None:
-            sys.exit("gpuwatch exited; see /tmp/gpuwatch-bench-agent.log")
-        rss_start = rss_bytes(agent.pid)
-        cpu0, wall0 = cpu_seconds(agent.pid), time.monotonic()
-        base0 = cpu_seconds(poller.pid)
-        rss, scrape_ms, size = [], [], 0
+        for m in everyone:
+            if m.process.poll() is not None:
+                sys.exit(f"{m.name} exited; see /tmp/gpuwatch-bench-agent.log")
+        for m in everyone:
+            m.start()
+        wall0 = time.monotonic()
         deadline = wall0 + args.seconds
         while time.monotonic() < deadline:
-            t0 = time.monotonic()
-            body = urllib.request.urlopen(url, timeout=5).read()
-            scrape_ms.append((time.monotonic() - t0) * 1000)
-            size = len(body)
-            rss.append(rss_bytes(agent.pid))
+            for a in agents:
+                a.scrape()
             time.sleep(max(0.0, min(15.0, deadline - time.monotonic())))
-        cpu1, wall1 = cpu_seconds(agent.pid), time.monotonic()
-        base1 = cpu_seconds(poller.pid)
-        rss_end = rss_bytes(agent.pid)
-        poller_rss = rss_bytes(poller.pid)
+        for m in everyone:
+            m.stop()
+        wall = time.monotonic() - wall0
     finally:
-        agent.terminate()
-        poller.terminate()
-        agent.wait(timeout=10)
-        poller.wait(timeout=10)
+        for m in everyone:
+            m.process.terminate()
+        for m in everyone:
+            m.process.wait(timeout=10)
+        scratch.cleanup()
     mib = 1024 * 1024
-    share = (cpu1 - cpu0) / (wall1 - wall0) * 100
-    print(f"scenario {args.scenario}, {wall1 - wall0:.0f} s after {args.warmup} s warm-up, scraped every 15 s")
-    print(f"RSS: {rss_start / mib:.1f} MiB after warm-up, {rss_end / mib:.1f} MiB at the end, "
-          f"median {statistics.median(rss) / mib:.1f} MiB (target <= 12 MiB)")
-    base = (base1 - base0) / (wall1 - wall0) * 100
-    print(f"CPU share at 1 Hz (agent + in-process simulator): {share:.3f} % of one core (target <= 0.3 %)")
-    print(f"baseline in the same run (same NVML calls at 1 Hz, nothing else): {base:.3f} % of one core, "
-          f"RSS {poller_rss / mib:.1f} MiB; agent/baseline CPU ratio {share / base if base else float('inf'):.2f}")
-    print(f"scrape over HTTP: median {statistics.median(scrape_ms):.2f} ms, {size} bytes")
+    base, base_exact, base_runs, _ = poller.figures(wall)
+    print(f"scenario {args.scenario}, {wall:.0f} s after {args.warmup} s warm-up, scraped every 15 s")
+    print(f"baseline (same NVML calls at 1 Hz, nothing else): {base:.3f} % of one core "
+          f"(exact {base_exact:.3f} %, {base_runs:.1f} runs/s), RSS {poller.rss_end / mib:.1f} MiB")
+    for a in agents:
+        share, exact, runs, threads = a.figures(wall)
+        if len(agents) > 1:
+            print(f"--- {a.name}")
+        print(f"RSS: {a.rss_start / mib:.1f} MiB after warm-up, {a.rss_end / mib:.1f} MiB at the end, "
+              f"median {statistics.median(a.rss) / mib:.1f} MiB (target <= 12 MiB)")
+        print(f"CPU share at 1 Hz (agent + in-process simulator): {share:.3f} % of one core "
+              f"(target <= 0.3 %); agent/baseline CPU ratio {share / base if base else float('inf'):.2f}")
+        print(f"exact (schedstat): {exact:.3f} %, ratio {exact / base_exact if base_exact else float('inf'):.2f}; "
+              f"{runs:.1f} thread runs/s (baseline {base_runs:.1f})")
+        print("per thread (% of one core, runs/s): " + ", ".join(
+            f"{name} {pct:.3f} {r:.1f}" for name, (pct, r) in sorted(threads.items(), key=lambda kv: -kv[1][0])))
+        print(f"scrape over HTTP: median {statistics.median(a.scrape_ms):.2f} ms, {a.size} bytes")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ use super::catalog::{rollup_columns, FIELDS};
 use super::recorder::{Batch, CounterState, RollupRow};
 use super::rollup::Value;
 
-/// Samples per INSERT statement: well under SQLite's 32766 bound parameters.
-const SAMPLES_PER_STATEMENT: usize = 400;
+/// Rows per INSERT statement at most (raw samples: well under SQLite's
+/// 32766 bound parameters).
+const ROWS_PER_STATEMENT: usize = 400;
 
 fn sample_columns() -> &'static str {
     static COLUMNS: OnceLock<String> = OnceLock::new();
@@ -25,10 +26,10 @@ fn sample_columns() -> &'static str {
 }
 
 /// `INSERT ... ON CONFLICT DO UPDATE` that merges a rollup row into the one
-/// already stored for the same period (a minute continued after a restart).
-fn rollup_upsert(table: &str) -> String {
+/// already stored for the same period (a minute continued after a restart):
+/// the part before VALUES, the values per row, the part after them.
+fn rollup_upsert(table: &str) -> (String, usize, String) {
     let columns: Vec<String> = FIELDS.iter().flat_map(rollup_columns).collect();
-    let placeholders = vec!["?"; columns.len() + 4].join(", ");
     let mut sets = vec![
         "n = n + excluded.n".to_string(),
         "up_n = up_n + excluded.up_n".to_string(),
@@ -50,108 +51,157 @@ fn rollup_upsert(table: &str) -> String {
         };
         sets.push(set);
     }
-    format!(
-        "INSERT INTO {table} (ts, gpu, n, up_n, {}) VALUES ({placeholders}) ON CONFLICT (ts, gpu) DO UPDATE SET {}",
-        columns.join(", "),
-        sets.join(", ")
+    (
+        format!(
+            "INSERT INTO {table} (ts, gpu, n, up_n, {})",
+            columns.join(", ")
+        ),
+        columns.len() + 4,
+        format!("ON CONFLICT (ts, gpu) DO UPDATE SET {}", sets.join(", ")),
     )
 }
 
-fn upserts() -> &'static (String, String) {
-    static SQL: OnceLock<(String, String)> = OnceLock::new();
+type Upsert = (String, usize, String);
+
+fn upserts() -> &'static (Upsert, Upsert) {
+    static SQL: OnceLock<(Upsert, Upsert)> = OnceLock::new();
     SQL.get_or_init(|| (rollup_upsert("rollup_1m"), rollup_upsert("rollup_1h")))
 }
 
-/// Commits `batch`; returns the rows written.
+/// Bound parameters per statement: under SQLite's limit of 32766.
+const MAX_PARAMETERS: usize = 30_000;
+
+/// `head VALUES (?, ...), (?, ...) tail` for `rows` rows of `width` values:
+/// one statement, one round trip to the connection's thread, however many
+/// rows.
+fn multi_row(head: &str, width: usize, rows: usize, tail: &str) -> String {
+    let row = format!("({})", vec!["?"; width].join(", "));
+    format!(
+        "{head} VALUES {} {tail}",
+        vec![row.as_str(); rows].join(", ")
+    )
+}
+
+/// Inserts `rows` with as few statements as the parameter limit allows;
+/// `bind` adds one row's `width` values. Rows go in order, so an upsert
+/// meeting the same key twice merges as row-by-row statements would.
+async fn insert_rows<T>(
+    tx: &mut sqlx::SqliteConnection,
+    (head, width, tail): (&str, usize, &str),
+    rows: &[T],
+    bind: impl Fn(&mut SqliteArguments, &T) -> Result<(), sqlx::error::BoxDynError>,
+) -> Result<(), sqlx::Error> {
+    let per_statement = (MAX_PARAMETERS / width).clamp(1, ROWS_PER_STATEMENT);
+    for chunk in rows.chunks(per_statement) {
+        let mut args = SqliteArguments::default();
+        for row in chunk {
+            bind(&mut args, row).map_err(sqlx::Error::Encode)?;
+        }
+        sqlx::query_with(
+            AssertSqlSafe(multi_row(head, width, chunk.len(), tail)),
+            args,
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(())
+}
+
+const GPU_INSERT: (&str, usize, &str) = (
+    "INSERT INTO gpu (id, uuid, last_index, name, first_seen_ms, last_seen_ms)",
+    6,
+    "ON CONFLICT (id) DO UPDATE SET last_index = excluded.last_index, \
+     name = coalesce(excluded.name, name), last_seen_ms = excluded.last_seen_ms",
+);
+
+const EVENT_INSERT: (&str, usize, &str) = (
+    "INSERT INTO event (ts, gpu, kind, code, value, detail)",
+    6,
+    "",
+);
+
+const COUNTER_INSERT: (&str, usize, &str) = (
+    "INSERT INTO counter_state (gpu, counter, last_raw, offset)",
+    4,
+    "ON CONFLICT (gpu, counter) DO UPDATE SET last_raw = excluded.last_raw, offset = excluded.offset",
+);
+
+/// Commits `batch`; returns the rows written. Each kind of row goes in
+/// multi-row statements: every statement is a round trip to SQLite's
+/// connection thread (two thread wake-ups or more), and the minute's commit
+/// carries a row per GPU for the GPU table, the minute rollups and each
+/// counter.
 pub async fn commit(pool: &SqlitePool, batch: &Batch) -> Result<usize, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    for g in batch.gpus.values() {
-        sqlx::query(
-            "INSERT INTO gpu (id, uuid, last_index, name, first_seen_ms, last_seen_ms) VALUES (?, ?, ?, ?, ?, ?) \
-             ON CONFLICT (id) DO UPDATE SET last_index = excluded.last_index, \
-             name = coalesce(excluded.name, name), last_seen_ms = excluded.last_seen_ms",
-        )
-        .bind(g.id)
-        .bind(&g.uuid)
-        .bind(g.index)
-        .bind(&g.name)
-        .bind(g.seen_ms)
-        .bind(g.seen_ms)
-        .execute(&mut *tx)
-        .await?;
-    }
-    for chunk in batch.samples.chunks(SAMPLES_PER_STATEMENT) {
-        let row = format!("({})", vec!["?"; FIELDS.len() + 3].join(", "));
-        let sql = format!(
-            "INSERT OR REPLACE INTO sample ({}) VALUES {}",
-            sample_columns(),
-            vec![row.as_str(); chunk.len()].join(", ")
-        );
-        let mut args = SqliteArguments::default();
-        for s in chunk {
-            args.add(s.ts).map_err(sqlx::Error::Encode)?;
-            args.add(s.gpu).map_err(sqlx::Error::Encode)?;
-            args.add(i64::from(s.up)).map_err(sqlx::Error::Encode)?;
-            for v in &s.values {
-                args.add(*v).map_err(sqlx::Error::Encode)?;
-            }
+    let gpus: Vec<_> = batch.gpus.values().collect();
+    insert_rows(&mut tx, GPU_INSERT, &gpus, |args, g| {
+        args.add(g.id)?;
+        args.add(g.uuid.as_str())?;
+        args.add(g.index)?;
+        args.add(g.name.as_deref())?;
+        args.add(g.seen_ms)?;
+        args.add(g.seen_ms)
+    })
+    .await?;
+    let width = FIELDS.len() + 3;
+    let samples = (
+        &*format!("INSERT OR REPLACE INTO sample ({})", sample_columns()),
+        width,
+        "",
+    );
+    insert_rows(&mut tx, samples, &batch.samples, |args, s| {
+        args.add(s.ts)?;
+        args.add(s.gpu)?;
+        args.add(i64::from(s.up))?;
+        for v in &s.values {
+            args.add(*v)?;
         }
-        sqlx::query_with(AssertSqlSafe(sql), args)
-            .execute(&mut *tx)
-            .await?;
-    }
+        Ok(())
+    })
+    .await?;
     let (minute_sql, hour_sql) = upserts();
     for (sql, rows) in [(minute_sql, &batch.minutes), (hour_sql, &batch.hours)] {
-        for r in rows {
-            sqlx::query_with(AssertSqlSafe(sql.as_str()), rollup_args(r)?)
-                .execute(&mut *tx)
-                .await?;
-        }
+        insert_rows(&mut tx, (&sql.0, sql.1, &sql.2), rows, add_rollup).await?;
     }
-    for e in &batch.events {
-        sqlx::query(
-            "INSERT INTO event (ts, gpu, kind, code, value, detail) VALUES (?, ?, ?, ?, ?, ?)",
-        )
-        .bind(e.ts)
-        .bind(e.gpu)
-        .bind(e.kind)
-        .bind(e.code)
-        .bind(e.value)
-        .bind(&e.detail)
-        .execute(&mut *tx)
-        .await?;
-    }
-    for ((gpu, counter), state) in &batch.counters {
-        sqlx::query(
-            "INSERT INTO counter_state (gpu, counter, last_raw, offset) VALUES (?, ?, ?, ?) \
-             ON CONFLICT (gpu, counter) DO UPDATE SET last_raw = excluded.last_raw, offset = excluded.offset",
-        )
-        .bind(gpu)
-        .bind(*counter)
-        .bind(state.last_raw)
-        .bind(state.offset)
-        .execute(&mut *tx)
-        .await?;
-    }
+    insert_rows(&mut tx, EVENT_INSERT, &batch.events, |args, e| {
+        args.add(e.ts)?;
+        args.add(e.gpu)?;
+        args.add(e.kind)?;
+        args.add(e.code)?;
+        args.add(e.value)?;
+        args.add(e.detail.as_deref())
+    })
+    .await?;
+    let counters: Vec<_> = batch.counters.iter().collect();
+    insert_rows(
+        &mut tx,
+        COUNTER_INSERT,
+        &counters,
+        |args, ((gpu, counter), state)| {
+            args.add(*gpu)?;
+            args.add(*counter)?;
+            args.add(state.last_raw)?;
+            args.add(state.offset)
+        },
+    )
+    .await?;
     tx.commit().await?;
     Ok(batch.rows())
 }
 
-fn rollup_args(r: &RollupRow) -> Result<SqliteArguments, sqlx::Error> {
-    let mut args = SqliteArguments::default();
-    args.add(r.ts).map_err(sqlx::Error::Encode)?;
-    args.add(r.gpu).map_err(sqlx::Error::Encode)?;
-    args.add(r.n as i64).map_err(sqlx::Error::Encode)?;
-    args.add(r.up_n as i64).map_err(sqlx::Error::Encode)?;
+fn add_rollup(args: &mut SqliteArguments, r: &RollupRow) -> Result<(), sqlx::error::BoxDynError> {
+    args.add(r.ts)?;
+    args.add(r.gpu)?;
+    args.add(r.n as i64)?;
+    args.add(r.up_n as i64)?;
     for v in &r.values {
         match *v {
             Value::Int(i) => args.add(i),
             Value::Real(f) => args.add(f),
             Value::Null => args.add(Option::<i64>::None),
-        }
-        .map_err(sqlx::Error::Encode)?;
+        }?;
     }
-    Ok(args)
+    Ok(())
 }
 
 /// The GPUs (id, uuid) and counter states already stored.

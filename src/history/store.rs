@@ -119,6 +119,11 @@ impl Store {
             .page_size(1024);
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            // A "ping" before each acquisition is a round trip to the
+            // connection's thread that tests nothing for a local file (a
+            // dead connection fails its next statement, and the writer
+            // retries the batch): it only cost the agent thread wake-ups.
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(|e| classify(path, e))?;

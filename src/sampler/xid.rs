@@ -52,8 +52,11 @@ pub struct XidWatcher {
     thread: Option<JoinHandle<()>>,
 }
 
-/// How long one wait blocks: also how soon the thread notices it should stop.
-const WAIT_MS: u32 = 500;
+/// How long one wait blocks: also how soon the thread notices it should stop
+/// (within the sampler's 2 s stop grace). An event ends the wait at once, so
+/// this does not delay Xid errors; each timeout costs a thread wake-up, so
+/// it is no shorter than it needs to be.
+const WAIT_MS: u32 = 1000;
 
 impl XidWatcher {
     /// Starts waiting for Xid events on the GPUs in `indices`.
