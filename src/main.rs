@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use gpuwatch::app::alerts::{AlertsOptions, ListFormat};
-use gpuwatch::app::history::{DbOptions, EventsOptions, HistoryOptions, OutputFormat};
+use gpuwatch::app::alerts::AlertsOptions;
+use gpuwatch::app::history::{DbOptions, EventsOptions, HistoryOptions, ListFormat, OutputFormat};
 use gpuwatch::app::silence::{AddOptions, AgentOptions};
 use gpuwatch::app::{self, RunOptions, SourceOptions};
 
@@ -104,7 +104,7 @@ enum Command {
         kind: Option<String>,
         /// Output format (table or json).
         #[arg(long, value_enum, default_value = "table")]
-        format: OutputFormat,
+        format: ListFormat,
     },
     /// Show the alerts (pending, firing, recently resolved) and their history, from the history database.
     Alerts {

@@ -206,6 +206,10 @@ fn history_is_recorded_queried_and_survives_kill_9() {
     );
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(out.matches("agent_start").count(), 2, "two runs: {out}");
+    // Events are rows, not a series: CSV is refused rather than ignored.
+    let (code, _, stderr) = run_cli(&["events", "--db", &db_arg, "--format", "csv"], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("possible values: table, json"), "{stderr}");
     let integrity = std::process::Command::new("sqlite3")
         .arg(&db_arg)
         .arg("PRAGMA integrity_check;")

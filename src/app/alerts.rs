@@ -11,17 +11,8 @@ use serde_json::Value;
 use crate::alerting::history::{transitions, Filter};
 use crate::history::timespec::parse_time;
 
-use super::history::{database, open, time, DbOptions};
+use super::history::{database, open, time, DbOptions, ListFormat};
 use crate::gpu::now_ms;
-
-/// Output format of `alerts` and `silence list`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ListFormat {
-    /// Aligned columns.
-    Table,
-    /// JSON, as the HTTP API returns it.
-    Json,
-}
 
 /// `gpuwatch alerts`.
 #[derive(Debug, Clone)]

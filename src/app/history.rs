@@ -13,7 +13,17 @@ use crate::history::query::{self, GpuSelector, Series};
 use crate::history::timespec::{parse_step, parse_time};
 use crate::history::{catalog, default_path, Store};
 
-/// Output format of the history commands.
+/// Output format of the list commands (`events`, `alerts`, `silence list`):
+/// rows have no series to put in CSV.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListFormat {
+    /// Aligned columns.
+    Table,
+    /// JSON, as the HTTP API returns it.
+    Json,
+}
+
+/// Output format of `history` (a series).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
     /// A table with a sparkline.
@@ -66,7 +76,7 @@ pub struct EventsOptions {
     /// Only this kind.
     pub kind: Option<String>,
     /// Output (table or json).
-    pub format: OutputFormat,
+    pub format: ListFormat,
 }
 
 /// The agent's database: `--db`, else the config's history.path, else the
@@ -256,7 +266,7 @@ pub fn events(options: EventsOptions) -> anyhow::Result<()> {
             100_000,
         ))
         .map_err(|e| anyhow!("{e}"))?;
-    if options.format == OutputFormat::Json {
+    if options.format == ListFormat::Json {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "events": events }))?

@@ -15,8 +15,8 @@ use crate::alerting::matcher::Matcher;
 use crate::config::Config;
 use crate::http::webconfig;
 
-use super::alerts::ListFormat;
 use super::history::time;
+use super::history::ListFormat;
 
 /// How to reach the agent.
 #[derive(Debug, Clone, Default)]
