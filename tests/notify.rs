@@ -5,7 +5,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -57,31 +57,16 @@ impl Hook {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
                 let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-                let mut length = 0usize;
-                let mut authorization = String::new();
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        break;
-                    }
-                    let line = line.trim_end();
-                    if line.is_empty() {
-                        break;
-                    }
-                    if let Some((name, value)) = line.split_once(':') {
-                        match name.to_ascii_lowercase().as_str() {
-                            "content-length" => length = value.trim().parse().unwrap_or(0),
-                            "authorization" => authorization = value.trim().to_string(),
-                            _ => {}
-                        }
-                    }
-                }
-                let mut body = vec![0; length];
-                if reader.read_exact(&mut body).is_err() {
+                let Some(request) = common::read_request(&mut reader) else {
                     continue;
-                }
+                };
                 let body: serde_json::Value =
-                    serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+                    serde_json::from_slice(&request.body).unwrap_or(serde_json::Value::Null);
+                let authorization = request
+                    .headers
+                    .get("authorization")
+                    .cloned()
+                    .unwrap_or_default();
                 let mut seen = log.lock().expect("lock");
                 let mut entry = Seen {
                     body,

@@ -489,6 +489,52 @@ pub fn prometheus() -> PathBuf {
 /// Metric families as a README table documents them: name → (type, label names).
 pub type Documented = BTreeMap<String, (String, BTreeSet<String>)>;
 
+/// One HTTP/1.1 request as the tests' small servers read it.
+#[derive(Debug, Clone)]
+pub struct HttpRequest {
+    /// The request target, e.g. "/hook".
+    pub path: String,
+    /// Headers by lower-case name.
+    pub headers: BTreeMap<String, String>,
+    /// The body (`Content-Length` bytes).
+    pub body: Vec<u8>,
+}
+
+/// Reads one request from `reader`: request line, headers, and a body of
+/// `Content-Length` bytes; `None` when the connection ends before that.
+pub fn read_request(reader: &mut impl BufRead) -> Option<HttpRequest> {
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).ok()? == 0 {
+        return None;
+    }
+    let path = request_line.split_whitespace().nth(1)?.to_string();
+    let mut headers = BTreeMap::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
+        }
+    }
+    let length = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(HttpRequest {
+        path,
+        headers,
+        body,
+    })
+}
+
 /// A metric table of README.md (`| name | type | unit | labels | … |`)
 /// between `<!-- MARKER:start -->` and `<!-- MARKER:end -->`, as
 /// [`Documented`]; "–" in the labels cell means none.
