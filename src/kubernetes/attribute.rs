@@ -76,9 +76,8 @@ fn gpu_allocations(gpu: &GpuSnapshot, allocations: &PodAllocations) -> Vec<PodAl
         .chain(mig)
         .filter(|_| !gpu.uuid.is_empty())
         .map(|(holder, gpu_instance_id)| PodAllocation {
-            owner: holder.owner.clone(),
-            resource: holder.resource.clone(),
             gpu_instance_id,
+            ..holder.clone()
         })
         .collect();
     out.sort();

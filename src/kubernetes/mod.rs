@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::gpu::{KubeletStatus, PodContainer};
+use crate::gpu::{KubeletStatus, PodAllocation, PodContainer};
 
 pub use attribute::attribute;
 
@@ -46,20 +46,13 @@ pub struct KubeletSettings {
     pub timeout: Duration,
 }
 
-/// One allocated device, as the watcher hands it to the sampler.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceHolder {
-    /// The container holding the device.
-    pub owner: Arc<PodContainer>,
-    /// The extended resource name.
-    pub resource: String,
-}
-
 /// The kubelet's latest answer, by device id, and how asking went.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodAllocations {
-    /// Device id (a time-slicing replica suffix `::N` removed) → holders.
-    by_device: HashMap<String, Vec<DeviceHolder>>,
+    /// Device id (a time-slicing replica suffix `::N` removed) → the
+    /// containers holding it (`gpu_instance_id` is set only once matched to
+    /// a GPU's MIG instance).
+    by_device: HashMap<String, Vec<PodAllocation>>,
     /// `None` while there is no socket to ask (not a Kubernetes node).
     pub status: Option<KubeletStatus>,
 }
@@ -69,7 +62,7 @@ impl PodAllocations {
     /// resource: only those equal to a GPU's or MIG instance's UUID ever
     /// match, so other vendors' devices are ignored by construction.
     pub fn from_response(response: &api::ListPodResourcesResponse) -> PodAllocations {
-        let mut by_device: HashMap<String, Vec<DeviceHolder>> = HashMap::new();
+        let mut by_device: HashMap<String, Vec<PodAllocation>> = HashMap::new();
         for pod in &response.pod_resources {
             for container in &pod.containers {
                 let owner = Arc::new(PodContainer {
@@ -80,9 +73,10 @@ impl PodAllocations {
                 for devices in &container.devices {
                     for id in &devices.device_ids {
                         let holders = by_device.entry(device_uuid(id).to_string()).or_default();
-                        let holder = DeviceHolder {
+                        let holder = PodAllocation {
                             owner: owner.clone(),
                             resource: devices.resource_name.clone(),
+                            gpu_instance_id: None,
                         };
                         if !holders.contains(&holder) {
                             holders.push(holder);
@@ -98,7 +92,7 @@ impl PodAllocations {
     }
 
     /// Who holds the device with this UUID (GPU or MIG device).
-    pub fn holders(&self, uuid: &str) -> &[DeviceHolder] {
+    pub fn holders(&self, uuid: &str) -> &[PodAllocation] {
         self.by_device.get(uuid).map_or(&[], Vec::as_slice)
     }
 
