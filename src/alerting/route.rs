@@ -64,14 +64,8 @@ pub struct Destination {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alerting::matcher::tests::labels;
     use crate::alerting::matcher::{MatchOp, Matcher};
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     #[test]
     fn the_default_route_takes_everything() {
