@@ -9,6 +9,10 @@
 //! with what the outbox sent; and because the re-send runs in this same
 //! task, between two outbox messages, it never overtakes a resolved
 //! message with a stale firing one.
+//!
+//! Every attempt, outbox message or re-send, goes through [`attempt`]: the
+//! one place where an outcome's reason is cleaned of the receiver's secrets
+//! (see [`super::redact`]) before it is counted, logged or stored.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -18,7 +22,9 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::alertmanager::{self, AlertmanagerConfig};
-use super::{now_ms, outbox, random_unit, Outcome, ReceiverConfig, ReceiverKind, ReceiverStats};
+use super::{
+    now_ms, outbox, random_unit, Outcome, ReceiverConfig, ReceiverKind, ReceiverStats, Redactor,
+};
 
 /// How often the outbox is looked at when nothing is due (new rows are
 /// noticed within this).
@@ -36,6 +42,7 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let kind = Arc::new(receiver.kind.clone());
+    let redactor = Redactor::for_receiver(&receiver.kind);
     let mut resend = match &receiver.kind {
         ReceiverKind::Alertmanager(config) => Some(Resend {
             config: Arc::new(config.clone()),
@@ -52,12 +59,12 @@ pub async fn run(
         if let Some(resend) = &mut resend {
             if Instant::now() >= resend.next {
                 resend
-                    .run(&receiver.name, &pool, &stats, &mut shutdown)
+                    .run(&receiver.name, &pool, &stats, &redactor, &mut shutdown)
                     .await;
                 resend.next = Instant::now() + resend.config.resend_interval;
             }
         }
-        let mut wait = match step(&receiver, &kind, &pool, &stats, &mut shutdown).await {
+        let mut wait = match step(&receiver, &kind, &redactor, &pool, &stats, &mut shutdown).await {
             Ok(wait) => wait,
             Err(e) => {
                 warn!(receiver = %receiver.name, error = %e, "Cannot read or update the notification outbox; trying again shortly.");
@@ -82,6 +89,7 @@ pub async fn run(
 async fn step(
     receiver: &ReceiverConfig,
     kind: &Arc<ReceiverKind>,
+    redactor: &Redactor,
     pool: &SqlitePool,
     stats: &ReceiverStats,
     shutdown: &mut watch::Receiver<bool>,
@@ -97,11 +105,9 @@ async fn step(
     }
     let body = row.payload.clone();
     let sending = kind.clone();
-    let sent = tokio::task::spawn_blocking(move || sending.send(&body));
     // At shutdown the row stays, and goes out again after the restart.
-    let outcome = tokio::select! {
-        done = sent => done.unwrap_or_else(|e| Outcome::Retry(format!("the sending thread failed: {e}"))),
-        _ = shutdown.changed() => return Ok(POLL),
+    let Some(outcome) = attempt(move || sending.send(&body), redactor, shutdown).await else {
+        return Ok(POLL);
     };
     stats.count(&outcome);
     let attempts = u32::try_from(row.attempts + 1).unwrap_or(u32::MAX);
@@ -119,13 +125,28 @@ async fn step(
         }
         Outcome::Permanent(why) => {
             warn!(receiver = %receiver.name, fingerprint = %row.fingerprint, attempts, error = %why,
-                "Notification refused by the receiver; it will not be retried (kept in the outbox as failed).");
+                "Notification cannot be delivered and will not be retried (kept in the outbox as failed); fix what the error says.");
             outbox::failed(pool, row.id, why).await?;
         }
     }
     let (depth, oldest) = outbox::depth(pool, &receiver.name).await?;
     stats.set_depth(depth, oldest);
     Ok(Duration::ZERO)
+}
+
+/// Runs one blocking send on a blocking thread and returns its outcome with
+/// the reason cleaned by `redactor`; `None` when `shutdown` came first.
+async fn attempt(
+    send: impl FnOnce() -> Outcome + Send + 'static,
+    redactor: &Redactor,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Outcome> {
+    let sent = tokio::task::spawn_blocking(send);
+    let outcome = tokio::select! {
+        done = sent => done.unwrap_or_else(|e| Outcome::Retry(format!("the sending thread failed: {e}"))),
+        _ = shutdown.changed() => return None,
+    };
+    Some(redactor.outcome(outcome))
 }
 
 /// An Alertmanager receiver's periodic re-send of its firing alerts.
@@ -147,6 +168,7 @@ impl Resend {
         receiver: &str,
         pool: &SqlitePool,
         stats: &ReceiverStats,
+        redactor: &Redactor,
         shutdown: &mut watch::Receiver<bool>,
     ) {
         let alerts = match crate::alerting::saved_alerts(pool, &self.route).await {
@@ -165,10 +187,9 @@ impl Resend {
             return;
         };
         let config = self.config.clone();
-        let sent = tokio::task::spawn_blocking(move || alertmanager::post(&config, &body));
-        let outcome = tokio::select! {
-            done = sent => done.unwrap_or_else(|e| Outcome::Retry(format!("the sending thread failed: {e}"))),
-            _ = shutdown.changed() => return,
+        let sending = move || alertmanager::post(&config, &body);
+        let Some(outcome) = attempt(sending, redactor, shutdown).await else {
+            return;
         };
         stats.count(&outcome);
         let next = humantime::format_duration(self.config.resend_interval);
