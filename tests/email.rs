@@ -477,6 +477,82 @@ fn starttls_missing_5xx_and_4xx_end_as_they_should() {
     assert!(log.contains("Greylisted by the test"), "{log}");
 }
 
+/// A server whose 535 quotes what the client sent (the AUTH PLAIN line's
+/// base64 of "\0user\0password", and the password): the reply fails the
+/// message for good, and neither form reaches the log or the outbox.
+#[test]
+fn an_auth_refusal_that_echoes_the_credentials_is_redacted() {
+    use base64::Engine;
+
+    smtp::require_aiosmtpd();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pki = Pki::new(dir.path());
+    let port = free_port();
+    let sink = Sink::start(
+        &dir.path().join("mail"),
+        port,
+        Options {
+            starttls: Some((pki.cert.clone(), pki.key.clone())),
+            auth: Some("alerts:not-the-configured-one".into()),
+            auth_echo: true,
+            ..Options::default()
+        },
+    );
+    let config = write_config(
+        dir.path(),
+        &receiver(
+            "mail",
+            port,
+            &format!(
+                "ca_file = \"{}\"\nusername = \"alerts\"\npassword_env = \"{PASSWORD_ENV}\"",
+                pki.ca.display()
+            ),
+        ),
+    );
+    let db = dir.path().join("history.db");
+    let agent = Agent::start(
+        "faults",
+        &[
+            "--config",
+            &config,
+            "--history-db",
+            db.to_str().expect("utf-8"),
+        ],
+        &[
+            ("GPUWATCH_SIM_START", "55"),
+            ("GPUWATCH_SIM_SPEED", "5"),
+            (PASSWORD_ENV, PASSWORD),
+        ],
+    );
+    agent.wait_for("a failed notification", LONG, |m| {
+        count(m, "mail", "failed") >= 1.0
+    });
+    let plain = base64::engine::general_purpose::STANDARD.encode(format!("\0alerts\0{PASSWORD}"));
+    let rows = outbox(&db, "mail");
+    let failed: Vec<_> = rows.iter().filter(|(s, _, _)| s == "failed").collect();
+    assert!(!failed.is_empty(), "{rows:?}");
+    for (_, _, error) in failed {
+        let error = error.as_deref().unwrap_or("");
+        assert!(error.contains("535"), "{error}");
+        assert!(
+            error.contains("AUTH PLAIN [REDACTED] (password [REDACTED])"),
+            "the server echoed the credentials, redacted: {error}"
+        );
+        assert!(
+            !error.contains(PASSWORD) && !error.contains(&plain),
+            "{error}"
+        );
+    }
+    let log = agent.log();
+    assert!(log.contains("AUTH PLAIN [REDACTED]"), "{log}");
+    assert!(
+        !log.contains(PASSWORD),
+        "the password is never logged:\n{log}"
+    );
+    assert!(!log.contains(&plain), "nor its base64:\n{log}");
+    assert!(sink.mails().is_empty());
+}
+
 /// The library's SMTP client against the real server, without an agent:
 /// each server behaviour gives its outcome.
 #[test]
