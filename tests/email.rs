@@ -273,6 +273,71 @@ fn thermal_incident_sends_one_firing_email_over_starttls_with_the_history() {
     );
 }
 
+/// The thermal email with the rule's hold set to 2 s: its text says the
+/// configured hold (not the default's "1 minute"), and its history reaches
+/// the reading that made it fire, though the database, written every 10 s,
+/// lags behind the alert (its rows stop below the slowdown threshold).
+#[test]
+fn a_thermal_email_tells_the_configured_hold_and_the_reading_that_fired() {
+    smtp::require_aiosmtpd();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    let sink = Sink::start(&dir.path().join("mail"), port, Options::default());
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[history]\nbatch_interval = \"10s\"\n\n[[rules]]\nname = \"GpuHwThermalSlowdown\"\nfor = \"2s\"\n\n{}",
+            receiver("mail", port, "tls = \"none\"")
+        ),
+    );
+    let db = dir.path().join("history.db");
+    // Scenario time from 40 s at 5x: GPU 3 warms through 82 and 86 °C and
+    // passes its slowdown threshold (88 °C) at 100 s, 12 s after the start.
+    let _agent = Agent::start(
+        "thermal-incident",
+        &[
+            "--config",
+            &config,
+            "--history-db",
+            db.to_str().expect("utf-8"),
+        ],
+        &[("GPUWATCH_SIM_START", "40"), ("GPUWATCH_SIM_SPEED", "5")],
+    );
+    let mail = sink.wait_for("a firing GpuHwThermalSlowdown email", LONG, |m| {
+        m.subject().starts_with("[FIRING] GpuHwThermalSlowdown ")
+    });
+    let (text, html) = mail.parts();
+    assert!(
+        text.contains("by the hardware thermal protection for over 2 seconds."),
+        "the configured hold:\n{text}"
+    );
+    assert!(!text.contains("minute."), "{text}");
+    let reading: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Reading:     GPU temperature: "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no temperature reading in\n{text}"));
+    assert!(
+        reading >= 88.0,
+        "fired above the slowdown threshold: {reading}"
+    );
+    let stats = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("min "))
+        .unwrap_or_else(|| panic!("no min/avg/max line in\n{text}"));
+    let numbers: Vec<f64> = stats
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(numbers.len(), 3, "{stats}");
+    assert_eq!(
+        numbers[2], reading,
+        "the history's max is the reading that fired: {stats}\n{text}"
+    );
+    assert!(html.contains(&format!("{reading} °C")), "{html}");
+}
+
 #[test]
 fn an_smtp_outage_delays_but_neither_loses_nor_repeats_alerts() {
     smtp::require_aiosmtpd();

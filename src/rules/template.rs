@@ -156,7 +156,12 @@ pub fn duration(d: Duration) -> String {
     }
     let mut left = d.as_secs();
     let mut parts = Vec::new();
-    for (unit, seconds) in [("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1)] {
+    for (unit, seconds) in [
+        ("day", 86_400),
+        ("hour", 3_600),
+        ("minute", 60),
+        ("second", 1),
+    ] {
         let n = left / seconds;
         left %= seconds;
         if n > 0 {

@@ -768,15 +768,13 @@ fn builtin_annotations_follow_the_configured_hold() {
     let t = run.step(2, vec![throttled]).to_vec();
     assert_eq!(t[0].to.as_str(), "firing");
     let description = &t[0].annotations["description"];
-    assert!(
-        description.contains("for over 2 seconds."),
-        "{description}"
-    );
+    assert!(description.contains("for over 2 seconds."), "{description}");
     // No built-in text carries a number of its own for what the
     // configuration sets: holds come from {{ .for }}, thresholds from
     // {{ .threshold }}, Xid codes from {{ .value }}.
-    let fixed = regex::Regex::new(r"\b\d+(\.\d+)? ?(s|m|h|seconds?|minutes?|hours?|°C|%|GiB)\b|Xid \d")
-        .expect("regex");
+    let fixed =
+        regex::Regex::new(r"\b\d+(\.\d+)? ?(s|m|h|seconds?|minutes?|hours?|°C|%|GiB)\b|Xid \d")
+            .expect("regex");
     for rule in builtin_rules() {
         for (key, template) in &rule.annotations {
             assert!(
