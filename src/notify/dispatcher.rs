@@ -214,3 +214,71 @@ impl Resend {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Durability, Store};
+    use crate::notify::{Backoff, Secret, WebhookConfig};
+    use std::collections::BTreeMap;
+    use std::sync::atomic::Ordering;
+
+    /// A webhook whose header value has a line break can never be sent:
+    /// its message fails at the first attempt and stays failed (it used to
+    /// be retried forever), with a reason that has no secret in it.
+    #[tokio::test]
+    async fn a_request_that_cannot_be_made_fails_once_and_for_good() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open_for_writing(&dir.path().join("h.db"), Durability::Normal)
+            .await
+            .expect("open");
+        let pool = store.pool.clone();
+        let mut tx = pool.begin().await.expect("begin");
+        outbox::insert(&mut tx, "hook", "f1", "{}", now_ms())
+            .await
+            .expect("insert");
+        tx.commit().await.expect("commit");
+        let receiver = ReceiverConfig {
+            name: "hook".into(),
+            kind: ReceiverKind::Webhook(WebhookConfig {
+                url: "http://127.0.0.1:1/alerts".into(),
+                headers: BTreeMap::from([("X-Team".to_string(), "ml\r\nX-Evil: 1".to_string())]),
+                bearer_token: Some(Secret::new("tok-never-stored".into())),
+                timeout: Duration::from_secs(1),
+            }),
+            backoff: Backoff::default(),
+            route: crate::alerting::Route::default(),
+        };
+        let stats = Arc::new(ReceiverStats::new("hook"));
+        let (stop, shutdown) = watch::channel(false);
+        let task = tokio::spawn(run(receiver, pool.clone(), stats.clone(), shutdown));
+        let read = || async {
+            sqlx::query_as::<_, (String, i64, Option<String>)>(
+                "SELECT state, attempts, last_error FROM outbox WHERE fingerprint = 'f1'",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("row")
+        };
+        let mut row = read().await;
+        for _ in 0..200 {
+            if row.0 != "pending" || row.1 > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            row = read().await;
+        }
+        // Long enough for a retry after the shortest backoff (1 s ± 20 %).
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let row = read().await;
+        let _ = stop.send(true);
+        task.await.expect("dispatcher");
+        let (state, attempts, error) = row;
+        assert_eq!((state.as_str(), attempts), ("failed", 1), "{error:?}");
+        let error = error.unwrap_or_default();
+        assert!(error.contains("cannot be built"), "{error}");
+        assert!(!error.contains("tok-never-stored"), "{error}");
+        assert_eq!(stats.failed.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.retried.load(Ordering::Relaxed), 0);
+    }
+}
