@@ -273,6 +273,71 @@ fn thermal_incident_sends_one_firing_email_over_starttls_with_the_history() {
     );
 }
 
+/// The thermal email with the rule's hold set to 2 s: its text says the
+/// configured hold (not the default's "1 minute"), and its history reaches
+/// the reading that made it fire, though the database, written every 10 s,
+/// lags behind the alert (its rows stop below the slowdown threshold).
+#[test]
+fn a_thermal_email_tells_the_configured_hold_and_the_reading_that_fired() {
+    smtp::require_aiosmtpd();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    let sink = Sink::start(&dir.path().join("mail"), port, Options::default());
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[history]\nbatch_interval = \"10s\"\n\n[[rules]]\nname = \"GpuHwThermalSlowdown\"\nfor = \"2s\"\n\n{}",
+            receiver("mail", port, "tls = \"none\"")
+        ),
+    );
+    let db = dir.path().join("history.db");
+    // Scenario time from 40 s at 5x: GPU 3 warms through 82 and 86 °C and
+    // passes its slowdown threshold (88 °C) at 100 s, 12 s after the start.
+    let _agent = Agent::start(
+        "thermal-incident",
+        &[
+            "--config",
+            &config,
+            "--history-db",
+            db.to_str().expect("utf-8"),
+        ],
+        &[("GPUWATCH_SIM_START", "40"), ("GPUWATCH_SIM_SPEED", "5")],
+    );
+    let mail = sink.wait_for("a firing GpuHwThermalSlowdown email", LONG, |m| {
+        m.subject().starts_with("[FIRING] GpuHwThermalSlowdown ")
+    });
+    let (text, html) = mail.parts();
+    assert!(
+        text.contains("by the hardware thermal protection for over 2 seconds."),
+        "the configured hold:\n{text}"
+    );
+    assert!(!text.contains("minute."), "{text}");
+    let reading: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Reading:     GPU temperature: "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no temperature reading in\n{text}"));
+    assert!(
+        reading >= 88.0,
+        "fired above the slowdown threshold: {reading}"
+    );
+    let stats = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("min "))
+        .unwrap_or_else(|| panic!("no min/avg/max line in\n{text}"));
+    let numbers: Vec<f64> = stats
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(numbers.len(), 3, "{stats}");
+    assert_eq!(
+        numbers[2], reading,
+        "the history's max is the reading that fired: {stats}\n{text}"
+    );
+    assert!(html.contains(&format!("{reading} °C")), "{html}");
+}
+
 #[test]
 fn an_smtp_outage_delays_but_neither_loses_nor_repeats_alerts() {
     smtp::require_aiosmtpd();
@@ -475,6 +540,82 @@ fn starttls_missing_5xx_and_4xx_end_as_they_should() {
     assert_once(&mails);
     assert!(outbox(&db, "flaky").is_empty());
     assert!(log.contains("Greylisted by the test"), "{log}");
+}
+
+/// A server whose 535 quotes what the client sent (the AUTH PLAIN line's
+/// base64 of "\0user\0password", and the password): the reply fails the
+/// message for good, and neither form reaches the log or the outbox.
+#[test]
+fn an_auth_refusal_that_echoes_the_credentials_is_redacted() {
+    use base64::Engine;
+
+    smtp::require_aiosmtpd();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pki = Pki::new(dir.path());
+    let port = free_port();
+    let sink = Sink::start(
+        &dir.path().join("mail"),
+        port,
+        Options {
+            starttls: Some((pki.cert.clone(), pki.key.clone())),
+            auth: Some("alerts:not-the-configured-one".into()),
+            auth_echo: true,
+            ..Options::default()
+        },
+    );
+    let config = write_config(
+        dir.path(),
+        &receiver(
+            "mail",
+            port,
+            &format!(
+                "ca_file = \"{}\"\nusername = \"alerts\"\npassword_env = \"{PASSWORD_ENV}\"",
+                pki.ca.display()
+            ),
+        ),
+    );
+    let db = dir.path().join("history.db");
+    let agent = Agent::start(
+        "faults",
+        &[
+            "--config",
+            &config,
+            "--history-db",
+            db.to_str().expect("utf-8"),
+        ],
+        &[
+            ("GPUWATCH_SIM_START", "55"),
+            ("GPUWATCH_SIM_SPEED", "5"),
+            (PASSWORD_ENV, PASSWORD),
+        ],
+    );
+    agent.wait_for("a failed notification", LONG, |m| {
+        count(m, "mail", "failed") >= 1.0
+    });
+    let plain = base64::engine::general_purpose::STANDARD.encode(format!("\0alerts\0{PASSWORD}"));
+    let rows = outbox(&db, "mail");
+    let failed: Vec<_> = rows.iter().filter(|(s, _, _)| s == "failed").collect();
+    assert!(!failed.is_empty(), "{rows:?}");
+    for (_, _, error) in failed {
+        let error = error.as_deref().unwrap_or("");
+        assert!(error.contains("535"), "{error}");
+        assert!(
+            error.contains("AUTH PLAIN [REDACTED] (password [REDACTED])"),
+            "the server echoed the credentials, redacted: {error}"
+        );
+        assert!(
+            !error.contains(PASSWORD) && !error.contains(&plain),
+            "{error}"
+        );
+    }
+    let log = agent.log();
+    assert!(log.contains("AUTH PLAIN [REDACTED]"), "{log}");
+    assert!(
+        !log.contains(PASSWORD),
+        "the password is never logged:\n{log}"
+    );
+    assert!(!log.contains(&plain), "nor its base64:\n{log}");
+    assert!(sink.mails().is_empty());
 }
 
 /// The library's SMTP client against the real server, without an agent:

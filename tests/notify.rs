@@ -268,6 +268,88 @@ fn a_400_fails_for_good_and_is_not_retried() {
     );
 }
 
+/// A webhook that refuses every request with a 400 whose body echoes the
+/// request's headers, as some receivers' error pages do.
+fn echoing_hook(listener: TcpListener) {
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let Some(request) = common::read_request(&mut reader) else {
+                continue;
+            };
+            let mut body = String::from("Bad request. You sent:\n");
+            for (name, value) in &request.headers {
+                body.push_str(&format!("{name}: {value}\n"));
+            }
+            let answer = format!(
+                "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+}
+
+#[test]
+fn secrets_a_refusing_receiver_echoes_are_kept_out_of_log_and_outbox() {
+    const API_KEY: &str = "hdr-k3y-never-logged";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    echoing_hook(listener);
+    let path = dir.path().join("gpuwatch.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[receivers]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"http://127.0.0.1:{port}/alerts\"\n\
+             bearer_token = \"{TOKEN}\"\nheaders = {{ X-Api-Key = \"{API_KEY}\", X-Team = \"ml\" }}\n"
+        ),
+    )
+    .expect("config");
+    let db = dir.path().join("history.db");
+    let agent = faults(
+        path.to_str().expect("utf-8"),
+        db.to_str().expect("utf-8"),
+        "55",
+    );
+    agent.wait_for("a failed notification", LONG, |m| {
+        notifications(m, "failed") >= 1.0
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let errors: Vec<Option<String>> = runtime.block_on(async {
+        let store = Store::open_read_only(&db).await.expect("open");
+        sqlx::query_scalar("SELECT last_error FROM outbox WHERE state = 'failed'")
+            .fetch_all(&store.pool)
+            .await
+            .expect("outbox")
+    });
+    assert!(!errors.is_empty());
+    for error in &errors {
+        let error = error.as_deref().unwrap_or("");
+        assert!(error.starts_with("HTTP 400: Bad request."), "{error}");
+        // The echo is kept, the secrets in it are not; the line breaks of
+        // the answer are flattened.
+        assert!(
+            error.contains("authorization: Bearer [REDACTED]"),
+            "{error}"
+        );
+        assert!(error.contains("x-api-key: [REDACTED]"), "{error}");
+        assert!(
+            !error.contains(TOKEN) && !error.contains(API_KEY),
+            "{error}"
+        );
+        assert!(!error.contains('\n'), "{error}");
+    }
+    let log = agent.log();
+    assert!(log.contains("Bearer [REDACTED]"), "{log}");
+    assert!(!log.contains(TOKEN), "the token is never logged:\n{log}");
+    assert!(!log.contains(API_KEY), "nor a header value:\n{log}");
+}
+
 #[test]
 fn a_kill_9_while_the_receiver_is_down_loses_and_repeats_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -50,13 +50,26 @@ impl AlertmanagerConfig {
     }
 }
 
+/// Why an outbox message is not an alert notification (a message no
+/// retry can send).
+#[derive(Debug, thiserror::Error)]
+pub enum NotAlerts {
+    /// It does not parse.
+    #[error("not JSON ({0})")]
+    NotJson(#[from] serde_json::Error),
+    /// It has no `alerts` array.
+    #[error("it has no \"alerts\" list")]
+    NoAlerts,
+    /// A resolved alert without its end time.
+    #[error("a resolved alert has no endsAt")]
+    NoEnd,
+}
+
 /// Renders an outbox message (the webhook v4 JSON) as Alertmanager's
 /// postable alerts, firing ones valid until `now + valid_for`.
-pub fn render(payload: &str, now: SystemTime, valid_for: Duration) -> Result<Value, String> {
-    let message: Value = serde_json::from_str(payload).map_err(|e| format!("not JSON ({e})"))?;
-    let alerts = message["alerts"]
-        .as_array()
-        .ok_or("it has no \"alerts\" list")?;
+pub fn render(payload: &str, now: SystemTime, valid_for: Duration) -> Result<Value, NotAlerts> {
+    let message: Value = serde_json::from_str(payload)?;
+    let alerts = message["alerts"].as_array().ok_or(NotAlerts::NoAlerts)?;
     let mut postable = Vec::with_capacity(alerts.len());
     for alert in alerts {
         let firing = alert["status"] == "firing";
@@ -65,7 +78,7 @@ pub fn render(payload: &str, now: SystemTime, valid_for: Duration) -> Result<Val
         } else {
             alert["endsAt"]
                 .as_str()
-                .ok_or("a resolved alert has no endsAt")?
+                .ok_or(NotAlerts::NoEnd)?
                 .to_string()
         };
         postable.push(json!({

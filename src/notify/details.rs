@@ -68,7 +68,8 @@ pub struct MetricDetails {
     /// What that limit is, e.g. "slowdown threshold".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_name: Option<String>,
-    /// Its recent history; absent when the database has none.
+    /// Its recent history, ending with `current`; absent when there is
+    /// neither a reading nor a row in the database.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistorySummary>,
 }
@@ -232,8 +233,10 @@ fn limit(gpu: &GpuSnapshot, limit: Limit) -> Option<(&'static str, f64)> {
 }
 
 /// Fills in the history of the alert's reading: the [`HISTORY_SPAN`] up to
-/// the transition, from the history database. A query that fails or finds
-/// nothing leaves the history out (the message goes without it).
+/// the transition, from the history database, ending with the reading of
+/// the transition's own snapshot (see [`history_with_reading`]). A query
+/// that fails leaves only that reading; no reading and no rows leave the
+/// history out (the message goes without it).
 pub async fn add_history(
     pool: &SqlitePool,
     retention: Retention,
@@ -259,14 +262,42 @@ pub async fn add_history(
         crate::notify::now_ms(),
     )
     .await;
-    let series = match series {
-        Ok(series) => series,
+    let (points, step_seconds) = match series {
+        Ok(series) => (series.points, series.step_seconds),
         Err(e) => {
+            // E.g. a GPU whose first rows are not written yet.
             tracing::debug!(alert = %t.key, error = %e, "No history for the notification.");
-            return;
+            (Vec::new(), HISTORY_STEP.as_secs_f64())
         }
     };
-    metric.history = summarize(&series.points, series.step_seconds, from_ms, to_ms);
+    metric.history = history_with_reading(points, metric.current, step_seconds, from_ms, to_ms);
+}
+
+/// The history of a reading from the database's `points`, with `current`
+/// (the reading in the snapshot that made the transition) added as the
+/// newest point at `to_ms`. The database lags behind the alert by up to
+/// one write batch (`history.batch_interval`), so without it a message
+/// could show a history that never reached the value that made the alert
+/// fire, next to a Reading line that does; with it the history's range
+/// always contains the Reading. (When the database already has that
+/// sample it counts twice in the average, never in the min or max.)
+pub fn history_with_reading(
+    mut points: Vec<query::Point>,
+    current: Option<f64>,
+    step_seconds: f64,
+    from_ms: i64,
+    to_ms: i64,
+) -> Option<HistorySummary> {
+    if let Some(value) = current {
+        points.push(query::Point {
+            t: (to_ms - 1) as f64 / 1000.0,
+            avg: Some(value),
+            min: Some(value),
+            max: Some(value),
+            last: Some(value),
+        });
+    }
+    summarize(&points, step_seconds, from_ms, to_ms)
 }
 
 /// One value per step over `[from_ms, to_ms)` and their min/avg/max; `None`
@@ -380,6 +411,32 @@ mod tests {
         assert_eq!(s.points, vec![Some(60.0), None, None, Some(80.0)]);
         assert_eq!((s.min, s.avg, s.max), (59.0, 70.0, 90.0));
         assert!(summarize(&[], 30.0, 1_000_000, 1_120_000).is_none());
+    }
+
+    #[test]
+    fn the_triggering_reading_ends_the_history_even_when_the_database_lags() {
+        let point = |t: f64, v: f64| Point {
+            t,
+            avg: Some(v),
+            min: Some(v),
+            max: Some(v),
+            last: Some(v),
+        };
+        // The database's rows stop at 62 °C; the alert fired at 91 °C.
+        let rows = vec![point(1000.0, 61.0), point(1030.0, 62.0)];
+        let s = history_with_reading(rows.clone(), Some(91.0), 30.0, 1_000_000, 1_120_001)
+            .expect("a history");
+        assert_eq!(s.max, 91.0);
+        assert_eq!(s.min, 61.0);
+        assert_eq!(s.points.last(), Some(&Some(91.0)));
+        // No rows yet: the reading alone.
+        let s = history_with_reading(Vec::new(), Some(91.0), 30.0, 1_000_000, 1_120_001)
+            .expect("a history");
+        assert_eq!((s.min, s.avg, s.max), (91.0, 91.0, 91.0));
+        // No reading: the rows as they are; neither: no history.
+        let s = history_with_reading(rows, None, 30.0, 1_000_000, 1_120_001).expect("rows");
+        assert_eq!(s.max, 62.0);
+        assert!(history_with_reading(Vec::new(), None, 30.0, 1_000_000, 1_120_001).is_none());
     }
 
     #[test]

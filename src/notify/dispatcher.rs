@@ -9,6 +9,10 @@
 //! with what the outbox sent; and because the re-send runs in this same
 //! task, between two outbox messages, it never overtakes a resolved
 //! message with a stale firing one.
+//!
+//! Every attempt, outbox message or re-send, goes through [`attempt`]: the
+//! one place where an outcome's reason is cleaned of the receiver's secrets
+//! (see [`super::redact`]) before it is counted, logged or stored.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -18,7 +22,9 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::alertmanager::{self, AlertmanagerConfig};
-use super::{now_ms, outbox, random_unit, Outcome, ReceiverConfig, ReceiverKind, ReceiverStats};
+use super::{
+    now_ms, outbox, random_unit, Outcome, ReceiverConfig, ReceiverKind, ReceiverStats, Redactor,
+};
 
 /// How often the outbox is looked at when nothing is due (new rows are
 /// noticed within this).
@@ -36,6 +42,7 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let kind = Arc::new(receiver.kind.clone());
+    let redactor = Redactor::for_receiver(&receiver.kind);
     let mut resend = match &receiver.kind {
         ReceiverKind::Alertmanager(config) => Some(Resend {
             config: Arc::new(config.clone()),
@@ -52,12 +59,12 @@ pub async fn run(
         if let Some(resend) = &mut resend {
             if Instant::now() >= resend.next {
                 resend
-                    .run(&receiver.name, &pool, &stats, &mut shutdown)
+                    .run(&receiver.name, &pool, &stats, &redactor, &mut shutdown)
                     .await;
                 resend.next = Instant::now() + resend.config.resend_interval;
             }
         }
-        let mut wait = match step(&receiver, &kind, &pool, &stats, &mut shutdown).await {
+        let mut wait = match step(&receiver, &kind, &redactor, &pool, &stats, &mut shutdown).await {
             Ok(wait) => wait,
             Err(e) => {
                 warn!(receiver = %receiver.name, error = %e, "Cannot read or update the notification outbox; trying again shortly.");
@@ -82,6 +89,7 @@ pub async fn run(
 async fn step(
     receiver: &ReceiverConfig,
     kind: &Arc<ReceiverKind>,
+    redactor: &Redactor,
     pool: &SqlitePool,
     stats: &ReceiverStats,
     shutdown: &mut watch::Receiver<bool>,
@@ -97,11 +105,9 @@ async fn step(
     }
     let body = row.payload.clone();
     let sending = kind.clone();
-    let sent = tokio::task::spawn_blocking(move || sending.send(&body));
     // At shutdown the row stays, and goes out again after the restart.
-    let outcome = tokio::select! {
-        done = sent => done.unwrap_or_else(|e| Outcome::Retry(format!("the sending thread failed: {e}"))),
-        _ = shutdown.changed() => return Ok(POLL),
+    let Some(outcome) = attempt(move || sending.send(&body), redactor, shutdown).await else {
+        return Ok(POLL);
     };
     stats.count(&outcome);
     let attempts = u32::try_from(row.attempts + 1).unwrap_or(u32::MAX);
@@ -119,13 +125,28 @@ async fn step(
         }
         Outcome::Permanent(why) => {
             warn!(receiver = %receiver.name, fingerprint = %row.fingerprint, attempts, error = %why,
-                "Notification refused by the receiver; it will not be retried (kept in the outbox as failed).");
+                "Notification cannot be delivered and will not be retried (kept in the outbox as failed); fix what the error says.");
             outbox::failed(pool, row.id, why).await?;
         }
     }
     let (depth, oldest) = outbox::depth(pool, &receiver.name).await?;
     stats.set_depth(depth, oldest);
     Ok(Duration::ZERO)
+}
+
+/// Runs one blocking send on a blocking thread and returns its outcome with
+/// the reason cleaned by `redactor`; `None` when `shutdown` came first.
+async fn attempt(
+    send: impl FnOnce() -> Outcome + Send + 'static,
+    redactor: &Redactor,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Outcome> {
+    let sent = tokio::task::spawn_blocking(send);
+    let outcome = tokio::select! {
+        done = sent => done.unwrap_or_else(|e| Outcome::Retry(format!("the sending thread failed: {e}"))),
+        _ = shutdown.changed() => return None,
+    };
+    Some(redactor.outcome(outcome))
 }
 
 /// An Alertmanager receiver's periodic re-send of its firing alerts.
@@ -147,6 +168,7 @@ impl Resend {
         receiver: &str,
         pool: &SqlitePool,
         stats: &ReceiverStats,
+        redactor: &Redactor,
         shutdown: &mut watch::Receiver<bool>,
     ) {
         let alerts = match crate::alerting::saved_alerts(pool, &self.route).await {
@@ -165,10 +187,9 @@ impl Resend {
             return;
         };
         let config = self.config.clone();
-        let sent = tokio::task::spawn_blocking(move || alertmanager::post(&config, &body));
-        let outcome = tokio::select! {
-            done = sent => done.unwrap_or_else(|e| Outcome::Retry(format!("the sending thread failed: {e}"))),
-            _ = shutdown.changed() => return,
+        let sending = move || alertmanager::post(&config, &body);
+        let Some(outcome) = attempt(sending, redactor, shutdown).await else {
+            return;
         };
         stats.count(&outcome);
         let next = humantime::format_duration(self.config.resend_interval);
@@ -191,5 +212,73 @@ impl Resend {
                 self.failing = true;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Durability, Store};
+    use crate::notify::{Backoff, Secret, WebhookConfig};
+    use std::collections::BTreeMap;
+    use std::sync::atomic::Ordering;
+
+    /// A webhook whose header value has a line break can never be sent:
+    /// its message fails at the first attempt and stays failed (it used to
+    /// be retried forever), with a reason that has no secret in it.
+    #[tokio::test]
+    async fn a_request_that_cannot_be_made_fails_once_and_for_good() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open_for_writing(&dir.path().join("h.db"), Durability::Normal)
+            .await
+            .expect("open");
+        let pool = store.pool.clone();
+        let mut tx = pool.begin().await.expect("begin");
+        outbox::insert(&mut tx, "hook", "f1", "{}", now_ms())
+            .await
+            .expect("insert");
+        tx.commit().await.expect("commit");
+        let receiver = ReceiverConfig {
+            name: "hook".into(),
+            kind: ReceiverKind::Webhook(WebhookConfig {
+                url: "http://127.0.0.1:1/alerts".into(),
+                headers: BTreeMap::from([("X-Team".to_string(), "ml\r\nX-Evil: 1".to_string())]),
+                bearer_token: Some(Secret::new("tok-never-stored".into())),
+                timeout: Duration::from_secs(1),
+            }),
+            backoff: Backoff::default(),
+            route: crate::alerting::Route::default(),
+        };
+        let stats = Arc::new(ReceiverStats::new("hook"));
+        let (stop, shutdown) = watch::channel(false);
+        let task = tokio::spawn(run(receiver, pool.clone(), stats.clone(), shutdown));
+        let read = || async {
+            sqlx::query_as::<_, (String, i64, Option<String>)>(
+                "SELECT state, attempts, last_error FROM outbox WHERE fingerprint = 'f1'",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("row")
+        };
+        let mut row = read().await;
+        for _ in 0..200 {
+            if row.0 != "pending" || row.1 > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            row = read().await;
+        }
+        // Long enough for a retry after the shortest backoff (1 s ± 20 %).
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let row = read().await;
+        let _ = stop.send(true);
+        task.await.expect("dispatcher");
+        let (state, attempts, error) = row;
+        assert_eq!((state.as_str(), attempts), ("failed", 1), "{error:?}");
+        let error = error.unwrap_or_default();
+        assert!(error.contains("cannot be built"), "{error}");
+        assert!(!error.contains("tok-never-stored"), "{error}");
+        assert_eq!(stats.failed.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.retried.load(Ordering::Relaxed), 0);
     }
 }

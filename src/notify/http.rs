@@ -2,6 +2,9 @@
 //! an [`Outcome`]: 2xx delivered; 408, 429, 5xx, network errors and timeouts
 //! retry; anything else (other 4xx, redirects, which are not followed)
 //! fails for good, with the start of the receiver's answer as the reason.
+//! A request that cannot succeed however often it is tried (an invalid URL
+//! or header value, a TLS setting that cannot work) fails for good too,
+//! instead of being retried forever.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -11,8 +14,10 @@ use base64::Engine;
 
 use super::{Outcome, Secret};
 
-/// How much of a refusing answer's body goes into the reason.
-const REASON_BYTES: u64 = 300;
+/// How much of a refusing answer's body is read into the reason. Generous:
+/// the dispatcher redacts secrets the answer echoes and only then shortens
+/// the reason (see [`super::redact`]), so a secret must not be cut here.
+const ANSWER_BYTES: u64 = 16 * 1024;
 
 /// How a request proves who sends it.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,16 +46,12 @@ impl Auth {
     }
 }
 
-/// Sorts an HTTP status (or the error that kept one from coming) into
-/// delivered, retry or failed.
-pub fn classify(result: Result<u16, String>) -> Outcome {
-    match result {
-        Ok(status) if (200..300).contains(&status) => Outcome::Delivered,
-        Ok(status) if status == 408 || status == 429 || status >= 500 => {
-            Outcome::Retry(format!("HTTP {status}"))
-        }
-        Ok(status) => Outcome::Permanent(format!("HTTP {status}")),
-        Err(error) => Outcome::Retry(error),
+/// Sorts an HTTP status into delivered, retry or failed.
+pub fn classify(status: u16) -> Outcome {
+    match status {
+        200..=299 => Outcome::Delivered,
+        408 | 429 | 500.. => Outcome::Retry(format!("HTTP {status}")),
+        _ => Outcome::Permanent(format!("HTTP {status}")),
     }
 }
 
@@ -80,14 +81,15 @@ pub fn post_json(
     match request.send(body) {
         Ok(mut response) => {
             let status = response.status().as_u16();
-            match classify(Ok(status)) {
+            match classify(status) {
                 Outcome::Permanent(why) => {
-                    let mut answer = String::new();
+                    let mut answer = Vec::new();
                     let _ = response
                         .body_mut()
                         .as_reader()
-                        .take(REASON_BYTES)
-                        .read_to_string(&mut answer);
+                        .take(ANSWER_BYTES)
+                        .read_to_end(&mut answer);
+                    let answer = String::from_utf8_lossy(&answer);
                     let answer = answer.trim();
                     if answer.is_empty() {
                         Outcome::Permanent(why)
@@ -98,19 +100,40 @@ pub fn post_json(
                 other => other,
             }
         }
-        Err(e) => Outcome::Retry(describe(&e, timeout)),
+        Err(e) => error_outcome(&e, timeout),
     }
 }
 
-fn describe(error: &ureq::Error, timeout: Duration) -> String {
+/// Sorts an error that kept an answer from coming: the request itself
+/// cannot be made (invalid URL, header value or TLS setting; a body the
+/// client refuses) fails for good and says what to fix; the network, the
+/// server and TLS handshakes may do better next time.
+fn error_outcome(error: &ureq::Error, timeout: Duration) -> Outcome {
+    use ureq::Error as E;
+    let fix = "fix the receiver's configuration";
     match error {
-        ureq::Error::Timeout(_) => {
-            format!("no answer within {}", humantime::format_duration(timeout))
+        E::Timeout(_) => Outcome::Retry(format!(
+            "no answer within {}",
+            humantime::format_duration(timeout)
+        )),
+        E::Io(e) => Outcome::Retry(format!("network error: {e}")),
+        E::ConnectionFailed => Outcome::Retry("connection failed".to_string()),
+        E::HostNotFound => Outcome::Retry("host not found".to_string()),
+        E::Http(e) => Outcome::Permanent(format!(
+            "the request cannot be built: {e} (an invalid URL, header name or header value \
+             such as a token with a line break); {fix}"
+        )),
+        E::BadUri(e) => Outcome::Permanent(format!("the URL is not usable: {e}; {fix}")),
+        E::RequireHttpsOnly(_) | E::InvalidProxyUrl | E::TlsRequired => {
+            Outcome::Permanent(format!("{error}; {fix}"))
         }
-        ureq::Error::Io(e) => format!("network error: {e}"),
-        ureq::Error::ConnectionFailed => "connection failed".to_string(),
-        ureq::Error::HostNotFound => "host not found".to_string(),
-        other => other.to_string(),
+        E::Tls(e) => Outcome::Permanent(format!("TLS cannot be set up: {e}; {fix}")),
+        E::Pem(e) => Outcome::Permanent(format!("TLS cannot be set up: {e}; {fix}")),
+        E::RedirectFailed | E::TooManyRedirects => Outcome::Permanent(format!(
+            "the receiver redirects, which is not followed: {error}; use the final URL"
+        )),
+        E::BodyExceedsLimit(_) => Outcome::Permanent(error.to_string()),
+        other => Outcome::Retry(other.to_string()),
     }
 }
 
@@ -120,21 +143,66 @@ mod tests {
 
     #[test]
     fn classes_follow_the_http_status() {
-        assert_eq!(classify(Ok(200)), Outcome::Delivered);
-        assert_eq!(classify(Ok(204)), Outcome::Delivered);
+        assert_eq!(classify(200), Outcome::Delivered);
+        assert_eq!(classify(204), Outcome::Delivered);
         for status in [408, 429, 500, 503] {
-            assert!(
-                matches!(classify(Ok(status)), Outcome::Retry(_)),
-                "{status}"
-            );
+            assert!(matches!(classify(status), Outcome::Retry(_)), "{status}");
         }
         for status in [400, 401, 404, 301] {
             assert!(
-                matches!(classify(Ok(status)), Outcome::Permanent(_)),
+                matches!(classify(status), Outcome::Permanent(_)),
                 "{status}"
             );
         }
-        assert!(matches!(classify(Err("refused".into())), Outcome::Retry(_)));
+    }
+
+    /// Requests that can never be made fail for good at the first attempt
+    /// (they used to be retried forever). None of them reaches the network.
+    #[test]
+    fn requests_that_cannot_be_made_fail_for_good() {
+        let post = |url: &str, headers: &[(&str, &str)], auth: Option<Auth>| {
+            let headers: BTreeMap<String, String> = headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            post_json(url, &headers, auth.as_ref(), Duration::from_secs(1), "{}")
+        };
+        let local = "http://127.0.0.1:1/hook";
+        let cases = [
+            (
+                "a header value with CR/LF",
+                post(local, &[("X-Team", "ml\r\nX-Evil: 1")], None),
+            ),
+            (
+                "an invalid header name",
+                post(local, &[("Bad Header", "1")], None),
+            ),
+            (
+                "a bearer token with a line break",
+                post(
+                    local,
+                    &[],
+                    Some(Auth::Bearer(Secret::new("tok\nen".into()))),
+                ),
+            ),
+            (
+                "an invalid URL",
+                post("http://127.0.0.1:1/a b\n", &[], None),
+            ),
+            (
+                "an unknown scheme",
+                post("ftp://127.0.0.1:1/hook", &[], None),
+            ),
+            ("no host", post("http:///hook", &[], None)),
+        ];
+        for (what, outcome) in cases {
+            match outcome {
+                Outcome::Permanent(why) => assert!(why.contains("fix"), "{what}: {why}"),
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        // Nothing listens on port 1: that may change, so it is retried.
+        assert!(matches!(post(local, &[], None), Outcome::Retry(_)));
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod dispatcher;
 pub mod email;
 pub mod http;
 pub mod outbox;
+pub mod redact;
 pub mod webhook;
 
 use std::borrow::Cow;
@@ -42,6 +43,7 @@ pub use alertmanager::AlertmanagerConfig;
 pub use backoff::{random_unit, Backoff};
 pub use dispatcher::run;
 pub use http::Auth;
+pub use redact::Redactor;
 
 /// What one attempt to send came to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -79,7 +79,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             60,
             Severity::Critical,
             "GPU {{ .gpu }} on {{ .host }} is in hardware thermal slowdown",
-            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has had its clocks cut by the hardware thermal protection for over 1 minute. Check cooling and airflow.",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has had its clocks cut by the hardware thermal protection for over {{ .for }}. Check cooling and airflow.",
         ),
         // Software thermal slowdown is the driver's gentler response and is
         // normal for seconds under load: 5 minutes.
@@ -89,7 +89,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             300,
             Severity::Warning,
             "GPU {{ .gpu }} on {{ .host }} is thermally throttled",
-            "The driver has lowered the clocks of GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} for temperature for over 5 minutes.",
+            "The driver has lowered the clocks of GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} for temperature for over {{ .for }}.",
         ),
         // Headroom to the GPU's own slowdown threshold (from NVML, never a
         // fixed 85 °C): 5 °C for 5 minutes means it will throttle soon.
@@ -99,7 +99,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             300,
             Severity::Warning,
             "GPU {{ .gpu }} on {{ .host }} is near its slowdown temperature",
-            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C below its slowdown threshold (alert at {{ .threshold }} °C or less) for 5 minutes.",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C below its slowdown threshold (alert at {{ .threshold }} °C or less) for {{ .for }}.",
         ),
         // 3 °C from shutdown: a job is about to die with the GPU; 1 minute.
         rule(
@@ -118,7 +118,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             60,
             Severity::Critical,
             "GPU {{ .gpu }} on {{ .host }} is slowed by the hardware power brake",
-            "An external power-brake signal has been slowing GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} for over 1 minute.",
+            "An external power-brake signal has been slowing GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} for over {{ .for }}.",
         ),
         // Jobs fill memory at start and frameworks cache; 5 minutes above
         // 95 % (or under 1 GiB free) means the next allocation will fail.
@@ -131,7 +131,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             300,
             Severity::Warning,
             "GPU {{ .gpu }} on {{ .host }} is almost out of memory",
-            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been short of memory for 5 minutes (value {{ .value }}).",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been short of memory for {{ .for }} (value {{ .value }}).",
         ),
         // A lost GPU does not come back by itself: at once.
         rule(
@@ -166,8 +166,8 @@ pub fn builtin_rules() -> Vec<Rule> {
                 },
                 0,
                 Severity::Warning,
-                "Contained ECC error (Xid 94) on GPU {{ .gpu }} of {{ .host }}",
-                "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid 94: an uncorrectable ECC error was contained to the application that hit it. Restart the affected job and reset the GPU when convenient.",
+                "Contained ECC error (Xid {{ .value }}) on GPU {{ .gpu }} of {{ .host }}",
+                "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid {{ .value }}: an uncorrectable ECC error was contained to the application that hit it. Restart the affected job and reset the GPU when convenient.",
             )
         },
         // Any uncorrectable ECC error corrupts data: at once, and kept for
@@ -218,7 +218,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             300,
             Severity::Info,
             "GPU {{ .gpu }} on {{ .host }} runs hotter than usual at this load",
-            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C above its usual temperature at this utilization for 5 minutes (alert from {{ .threshold }} °C). Check its fans and airflow.",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C above its usual temperature at this utilization for {{ .for }} (alert from {{ .threshold }} °C). Check its fans and airflow.",
         ),
         rule(
             "GpuHotterThanPeers",
@@ -226,7 +226,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             300,
             Severity::Info,
             "GPU {{ .gpu }} on {{ .host }} runs hotter than its neighbours",
-            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C hotter than the median of the node's GPUs at similar utilization for 5 minutes (alert from {{ .threshold }} °C). A failing fan or blocked airflow is likely.",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C hotter than the median of the node's GPUs at similar utilization for {{ .for }} (alert from {{ .threshold }} °C). A failing fan or blocked airflow is likely.",
         ),
         // The snapshot is older than 30 s (several intervals plus the
         // sampler's 10 s timeout) for 2 minutes: NVML or the driver hangs.

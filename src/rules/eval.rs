@@ -356,6 +356,7 @@ fn annotations(
         name: gpu.and_then(|g| g.identity.name.as_deref()),
         host: &snapshot.hostname,
         threshold: rule.condition.threshold(),
+        hold: rule.for_,
     };
     rule.annotations
         .iter()

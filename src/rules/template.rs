@@ -1,8 +1,13 @@
 //! Annotation templates: text with `{{ .value }}`, `{{ .gpu }}`,
-//! `{{ .uuid }}`, `{{ .name }}`, `{{ .host }}` and `{{ .threshold }}`.
-//! Placeholders are checked when the template is parsed.
+//! `{{ .uuid }}`, `{{ .name }}`, `{{ .host }}`, `{{ .threshold }}` and
+//! `{{ .for }}` (the rule's hold, e.g. "5 minutes"). Placeholders are checked
+//! when the template is parsed. A text that describes the rule takes its
+//! numbers from the rule as configured through these placeholders, never
+//! from a copy written into the text, so tuning a rule keeps its alert
+//! truthful.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 /// A value a template can show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +24,8 @@ pub enum Placeholder {
     Host,
     /// The rule's threshold.
     Threshold,
+    /// How long the condition must hold (the rule's `for`).
+    For,
 }
 
 const PLACEHOLDERS: &[(Placeholder, &str)] = &[
@@ -28,6 +35,7 @@ const PLACEHOLDERS: &[(Placeholder, &str)] = &[
     (Placeholder::Name, "name"),
     (Placeholder::Host, "host"),
     (Placeholder::Threshold, "threshold"),
+    (Placeholder::For, "for"),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +66,8 @@ pub struct Context<'a> {
     pub host: &'a str,
     /// The rule's threshold.
     pub threshold: Option<f64>,
+    /// The rule's hold (`for`).
+    pub hold: Duration,
 }
 
 impl Template {
@@ -80,7 +90,7 @@ impl Template {
                 .map(|(p, _)| *p)
                 .ok_or_else(|| {
                     format!(
-                        "\"{{{{ {inner} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}} or {{{{ .threshold }}}}"
+                        "\"{{{{ {inner} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}}, {{{{ .threshold }}}} or {{{{ .for }}}}"
                     )
                 })?;
             parts.push(Part::Field(field));
@@ -117,6 +127,7 @@ impl Template {
                         Placeholder::Uuid => write!(out, "{}", context.uuid.unwrap_or("n/a")),
                         Placeholder::Name => write!(out, "{}", context.name.unwrap_or("n/a")),
                         Placeholder::Host => write!(out, "{}", context.host),
+                        Placeholder::For => write!(out, "{}", duration(context.hold)),
                     };
                 }
             }
@@ -134,5 +145,32 @@ pub fn number(value: Option<f64>) -> String {
             let text = format!("{v:.2}");
             text.trim_end_matches('0').trim_end_matches('.').to_string()
         }
+    }
+}
+
+/// A duration for people, in words: "2 seconds", "1 minute", "1 hour 30
+/// minutes", "500 ms" (below a second), "0 seconds".
+pub fn duration(d: Duration) -> String {
+    if d > Duration::ZERO && d < Duration::from_secs(1) {
+        return format!("{} ms", d.as_millis());
+    }
+    let mut left = d.as_secs();
+    let mut parts = Vec::new();
+    for (unit, seconds) in [
+        ("day", 86_400),
+        ("hour", 3_600),
+        ("minute", 60),
+        ("second", 1),
+    ] {
+        let n = left / seconds;
+        left %= seconds;
+        if n > 0 {
+            parts.push(format!("{n} {unit}{}", if n == 1 { "" } else { "s" }));
+        }
+    }
+    if parts.is_empty() {
+        "0 seconds".to_string()
+    } else {
+        parts.join(" ")
     }
 }

@@ -709,6 +709,7 @@ fn templates_render_and_reject_unknown_placeholders() {
         name: Some("H100"),
         host: "n1",
         threshold: Some(85.0),
+        hold: Duration::from_secs(90),
     };
     assert_eq!(
         t.render(&context),
@@ -730,6 +731,59 @@ fn templates_render_and_reject_unknown_placeholders() {
     // Every built-in annotation parses (a bad one would be dropped silently).
     for rule in builtin_rules() {
         assert_eq!(rule.annotations.len(), 2, "{}", rule.name);
+    }
+    let hold = Template::parse("held {{ .for }}").expect("valid");
+    for (d, text) in [
+        (Duration::from_secs(2), "held 2 seconds"),
+        (Duration::from_secs(60), "held 1 minute"),
+        (Duration::from_secs(5400), "held 1 hour 30 minutes"),
+        (Duration::from_millis(500), "held 500 ms"),
+        (Duration::ZERO, "held 0 seconds"),
+    ] {
+        let context = Context {
+            hold: d,
+            ..Context::default()
+        };
+        assert_eq!(hold.render(&context), text);
+    }
+}
+
+/// The built-in texts describe the rule as configured: a tuned hold shows
+/// in the alert (it used to say "for over 1 minute" whatever `for` was).
+#[test]
+fn builtin_annotations_follow_the_configured_hold() {
+    let rules = parse_rules(
+        "[[rules]]\nname = \"GpuHwThermalSlowdown\"\nfor = \"2s\"\n",
+        "test.toml",
+    )
+    .expect("valid");
+    let thermal: Vec<Rule> = rules
+        .into_iter()
+        .filter(|r| r.name == "GpuHwThermalSlowdown")
+        .collect();
+    let mut run = Run::new(thermal);
+    let mut throttled = gpu(0, 91.0);
+    throttled.readings.clock_event_reasons = Some(0x40);
+    run.step(0, vec![throttled.clone()]);
+    let t = run.step(2, vec![throttled]).to_vec();
+    assert_eq!(t[0].to.as_str(), "firing");
+    let description = &t[0].annotations["description"];
+    assert!(description.contains("for over 2 seconds."), "{description}");
+    // No built-in text carries a number of its own for what the
+    // configuration sets: holds come from {{ .for }}, thresholds from
+    // {{ .threshold }}, Xid codes from {{ .value }}.
+    let fixed =
+        regex::Regex::new(r"\b\d+(\.\d+)? ?(s|m|h|seconds?|minutes?|hours?|°C|%|GiB)\b|Xid \d")
+            .expect("regex");
+    for rule in builtin_rules() {
+        for (key, template) in &rule.annotations {
+            assert!(
+                !fixed.is_match(template.source()),
+                "{}.{key} has a fixed number: {}",
+                rule.name,
+                template.source()
+            );
+        }
     }
 }
 

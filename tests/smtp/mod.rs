@@ -85,6 +85,8 @@ pub struct Options {
     pub implicit_tls: Option<(PathBuf, PathBuf)>,
     /// Require AUTH with "user:password".
     pub auth: Option<String>,
+    /// Answer a failed AUTH with a 535 that quotes the credentials sent.
+    pub auth_echo: bool,
     /// Answer every message with this reply, e.g. "550 5.7.1 no".
     pub reject: Option<String>,
     /// Answer the first N messages with `fail_reply`.
@@ -223,6 +225,9 @@ impl Sink {
         }
         if let Some(auth) = &o.auth {
             command.arg("--auth").arg(auth);
+        }
+        if o.auth_echo {
+            command.arg("--auth-echo");
         }
         if let Some(reject) = &o.reject {
             command.arg("--reject").arg(reject);

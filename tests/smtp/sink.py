@@ -3,13 +3,16 @@
 Run it with /usr/bin/python3 (Debian's packages belong to that one):
 
     sink.py --dir DIR --port PORT [--starttls CERT KEY | --implicit-tls CERT KEY]
-            [--auth USER:PASSWORD] [--reject "550 5.7.1 why"]
+            [--auth USER:PASSWORD [--auth-echo]] [--reject "550 5.7.1 why"]
             [--fail-first N --fail-reply "451 4.3.0 why"] [--hang-first N]
 
 Every DATA command is recorded as DIR/attempts.jsonl (one JSON line:
 number, whether the session was encrypted, envelope sender and recipients,
 the reply given); every accepted message is stored as DIR/NNNN.eml, written
 to a temporary name and renamed, so a reader never sees half a file.
+A failed AUTH is answered 535; with --auth-echo that reply quotes what the
+client sent (the AUTH line's base64 and the password), as a careless server
+might, for the tests that check gpuwatch keeps it out of its log and outbox.
 Replies: --reject answers every message with that reply; --fail-first
 answers the first N messages with --fail-reply, then accepts;
 --hang-first holds the first N messages for 30 s without a reply (then
@@ -21,6 +24,7 @@ stop and start it again on the same --dir and --port to simulate an outage
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -96,6 +100,7 @@ def main():
     p.add_argument("--starttls", nargs=2, metavar=("CERT", "KEY"))
     p.add_argument("--implicit-tls", nargs=2, metavar=("CERT", "KEY"))
     p.add_argument("--auth", metavar="USER:PASSWORD")
+    p.add_argument("--auth-echo", action="store_true")
     p.add_argument("--reject")
     p.add_argument("--fail-first", type=int, default=0)
     p.add_argument("--fail-reply", default="451 4.3.0 Try again later")
@@ -118,7 +123,18 @@ def main():
                 and data.login.decode() == user
                 and data.password.decode() == password
             )
-            return AuthResult(success=ok, handled=False)
+            message = None
+            if not ok and a.auth_echo and isinstance(data, LoginPassword):
+                if mechanism == "PLAIN":
+                    sent = base64.b64encode(b"\0" + data.login + b"\0" + data.password)
+                else:
+                    sent = base64.b64encode(data.password)
+                message = "535 5.7.8 Authentication failed for AUTH %s %s (password %s)" % (
+                    mechanism,
+                    sent.decode(),
+                    data.password.decode(errors="replace"),
+                )
+            return AuthResult(success=ok, handled=False, message=message)
 
         kwargs["authenticator"] = authenticator
         kwargs["auth_required"] = True

@@ -29,13 +29,49 @@ pub fn starttls_missing(smarthost: &str) -> String {
     )
 }
 
+/// Why an email cannot be built, or its connection set up: nothing a retry
+/// would change, so each is a permanent failure.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// `from` does not parse.
+    #[error("the sender address {address:?} is not valid: {reason}; fix `from`")]
+    Sender {
+        /// As configured.
+        address: String,
+        /// What is wrong with it.
+        reason: lettre::address::AddressError,
+    },
+    /// An entry of `to` does not parse.
+    #[error("the recipient address {address:?} is not valid: {reason}; fix `to`")]
+    Recipient {
+        /// As configured.
+        address: String,
+        /// What is wrong with it.
+        reason: lettre::address::AddressError,
+    },
+    /// The MIME message cannot be put together.
+    #[error("cannot build the email: {0}")]
+    Build(#[from] lettre::error::Error),
+    /// `ca_file` holds no usable certificate.
+    #[error("the CA file {} does not parse: {reason}; fix `ca_file`", path.display())]
+    CaFile {
+        /// Where it was read from.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        reason: lettre::transport::smtp::Error,
+    },
+    /// The TLS settings cannot work (e.g. a host that is no valid TLS name).
+    #[error("cannot set up TLS: {0}; check `smarthost` and `ca_file`")]
+    Tls(lettre::transport::smtp::Error),
+}
+
 /// Builds the MIME message: multipart/alternative (text, HTML), with the
 /// fingerprint header and a Message-ID stable across retries.
-pub fn message(config: &EmailConfig, email: &Rendered) -> Result<Message, String> {
-    let from: Mailbox = config
-        .from
-        .parse()
-        .map_err(|e| format!("the sender address {:?} is not valid: {e}", config.from))?;
+pub fn message(config: &EmailConfig, email: &Rendered) -> Result<Message, SetupError> {
+    let from: Mailbox = config.from.parse().map_err(|reason| SetupError::Sender {
+        address: config.from.clone(),
+        reason,
+    })?;
     let mut builder = Message::builder()
         .from(from)
         .subject(email.subject.clone())
@@ -46,33 +82,31 @@ pub fn message(config: &EmailConfig, email: &Rendered) -> Result<Message, String
             email.fingerprint.clone(),
         ));
     for to in &config.to {
-        let to: Mailbox = to
-            .parse()
-            .map_err(|e| format!("the recipient address {to:?} is not valid: {e}"))?;
+        let to: Mailbox = to.parse().map_err(|reason| SetupError::Recipient {
+            address: to.clone(),
+            reason,
+        })?;
         builder = builder.to(to);
     }
-    builder
-        .multipart(MultiPart::alternative_plain_html(
-            email.text.clone(),
-            email.html.clone(),
-        ))
-        .map_err(|e| format!("cannot build the email: {e}"))
+    Ok(builder.multipart(MultiPart::alternative_plain_html(
+        email.text.clone(),
+        email.html.clone(),
+    ))?)
 }
 
-fn transport(config: &EmailConfig) -> Result<SmtpTransport, String> {
+fn transport(config: &EmailConfig) -> Result<SmtpTransport, SetupError> {
     let tls = match config.tls {
         TlsMode::None => Tls::None,
         mode => {
             let mut params = TlsParameters::builder(config.host.clone());
             if let Some(ca) = &config.ca {
-                let cert = Certificate::from_pem(&ca.pem).map_err(|e| {
-                    format!("the CA file {} does not parse: {e}", ca.path.display())
+                let cert = Certificate::from_pem(&ca.pem).map_err(|reason| SetupError::CaFile {
+                    path: ca.path.clone(),
+                    reason,
                 })?;
                 params = params.add_root_certificate(cert);
             }
-            let params = params
-                .build_rustls()
-                .map_err(|e| format!("cannot set up TLS: {e}"))?;
+            let params = params.build_rustls().map_err(SetupError::Tls)?;
             if mode == TlsMode::Implicit {
                 Tls::Wrapper(params)
             } else {
@@ -100,11 +134,11 @@ fn transport(config: &EmailConfig) -> Result<SmtpTransport, String> {
 pub fn send(config: &EmailConfig, email: &Rendered) -> Outcome {
     let message = match message(config, email) {
         Ok(m) => m,
-        Err(why) => return Outcome::Permanent(why),
+        Err(why) => return Outcome::Permanent(why.to_string()),
     };
     let transport = match transport(config) {
         Ok(t) => t,
-        Err(why) => return Outcome::Permanent(why),
+        Err(why) => return Outcome::Permanent(why.to_string()),
     };
     match transport.send(&message) {
         Ok(_) => Outcome::Delivered,
