@@ -18,6 +18,9 @@ use super::store::{Durability, Store};
 /// The longest wait between two attempts to open the database.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
+/// Distinct failure reasons logged at warning level while retrying.
+const MAX_LOGGED_REASONS: usize = 8;
+
 /// Whether a value is there yet.
 #[derive(Debug, Clone)]
 pub enum Availability<T> {
@@ -86,9 +89,10 @@ pub struct Reopen {
 
 /// Tries to open the database (see [`retry_delay`]) until it opens or
 /// `shutdown` turns true; then publishes it on `publish` and sets the
-/// `gpuwatch_history_up` gauge. A failure for a new reason is logged once
-/// (the first one was logged at start, with `first_reason`), the same
-/// reason again only at debug level; the recovery is logged once.
+/// `gpuwatch_history_up` gauge. Each failure reason is logged once (the
+/// first one was logged at start, as `first_reason`), so a reason that
+/// comes back or alternates with another is not logged every attempt; the
+/// latest reason is published for the API. The recovery is logged once.
 pub async fn keep_opening(
     reopen: Reopen,
     first_reason: String,
@@ -97,7 +101,8 @@ pub async fn keep_opening(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let down_since = Instant::now();
-    let mut last_reason = first_reason;
+    // The reasons logged so far (a handful at most).
+    let mut logged = vec![first_reason];
     for attempt in 1u32.. {
         tokio::select! {
             _ = tokio::time::sleep(retry_delay(attempt)) => {}
@@ -117,13 +122,19 @@ pub async fn keep_opening(
             }
             Err(e) => {
                 let reason = e.to_string();
-                if reason == last_reason {
+                if logged.contains(&reason) || logged.len() >= MAX_LOGGED_REASONS {
                     debug!(path = %reopen.path.display(), error = %reason, attempt, "The history database still cannot be opened.");
                 } else {
                     warn!(path = %reopen.path.display(), error = %reason, "The history database still cannot be opened, now for another reason; retrying every {}s at most.", MAX_RETRY_DELAY.as_secs());
-                    publish.send_replace(Availability::Down(reason.clone()));
-                    last_reason = reason;
+                    logged.push(reason.clone());
                 }
+                publish.send_if_modified(|now| match now {
+                    Availability::Down(old) if *old == reason => false,
+                    _ => {
+                        *now = Availability::Down(reason);
+                        true
+                    }
+                });
             }
         }
     }
