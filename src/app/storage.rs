@@ -164,7 +164,7 @@ async fn open_silences(store: &Store) -> Availability<Silences> {
     match Silences::open(store.pool.clone(), crate::notify::now_ms()).await {
         Ok(silences) => Availability::Up(silences),
         Err(e) => {
-            warn!(path = %store.path.display(), error = %e, "Cannot read the silences from the history database; alerts are not silenced, and the silences API answers 503, until the agent restarts.");
+            warn!(path = %store.path.display(), error = %e, "Cannot read the silences from the history database: until the agent restarts, the silences API answers 503 and alert notifications are held (they would ignore the silences).");
             Availability::Down(format!("cannot read the silences: {e}"))
         }
     }

@@ -429,6 +429,27 @@ mod tests {
     }
 
     #[test]
+    fn a_storage_error_is_said_once_in_a_printed_chain() {
+        let error = HistoryError::Sql {
+            path: PathBuf::from("/var/lib/gpuwatch/history.db"),
+            error: sqlx::Error::Io(std::io::Error::other("disk I/O error (simulated)")),
+        };
+        assert!(error.is_storage_fault());
+        let printed = format!("{:#}", anyhow::Error::new(error));
+        assert_eq!(printed.matches("disk I/O error").count(), 1, "{printed}");
+        assert!(
+            printed.contains("/var/lib/gpuwatch/history.db"),
+            "{printed}"
+        );
+        let error = HistoryError::Io {
+            path: PathBuf::from("/x/history.db"),
+            error: std::io::Error::other("Not a directory (simulated)"),
+        };
+        let printed = format!("{:#}", anyhow::Error::new(error));
+        assert_eq!(printed.matches("Not a directory").count(), 1, "{printed}");
+    }
+
+    #[test]
     fn a_failed_open_of_a_new_database_removes_all_it_made_but_nothing_older() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("h.db");

@@ -243,6 +243,10 @@ async fn a_full_disk_loses_nothing_and_writing_resumes() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(
+        !stats.up.load(Ordering::Relaxed),
+        "gpuwatch_history_up 0 while commits fail"
+    );
     // Space comes back.
     sqlx::query("PRAGMA max_page_count = 1000000")
         .execute(&pool)
@@ -259,6 +263,10 @@ async fn a_full_disk_loses_nothing_and_writing_resumes() {
         "every sample written once space returned"
     );
     assert_eq!(stats.samples_discarded.load(Ordering::Relaxed), 0);
+    assert!(
+        stats.up.load(Ordering::Relaxed),
+        "1 again once a commit works"
+    );
     let integrity: String = sqlx::query_scalar("PRAGMA integrity_check")
         .fetch_one(&pool)
         .await
