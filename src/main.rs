@@ -57,6 +57,7 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         history_db: Option<PathBuf>,
         /// Move the existing history database aside (to PATH.moved-TIME) and start a new one.
+        /// Only gpuwatch's history (or a damaged SQLite file) is moved; anything else is refused untouched.
         #[arg(long)]
         reset_history: bool,
         /// Record no history this run.

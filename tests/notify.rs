@@ -506,3 +506,46 @@ fn plain(text: &str) -> String {
     }
     out
 }
+
+#[test]
+fn an_alert_that_fires_while_the_history_database_is_down_is_sent_once_it_opens() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let hook = Hook::start(listener, |_| 200);
+    let config = config(dir.path(), port);
+    // A file where the database's directory should be: it cannot be opened.
+    let blocker = dir.path().join("state");
+    std::fs::write(&blocker, b"not a directory").expect("blocker");
+    let db = blocker.join("history.db");
+    let agent = faults(&config, db.to_str().expect("utf-8"), "55");
+    agent.wait_for("GpuLost firing while history is down", LONG, |m| {
+        m.value("gpuwatch_history_up", &[]) == Some(0.0)
+            && !m
+                .find(
+                    "gpuwatch_alerts",
+                    &[("alertname", "GpuLost"), ("state", "firing")],
+                )
+                .is_empty()
+    });
+    assert!(
+        hook.seen().is_empty(),
+        "nothing can be queued without the outbox: {:#?}",
+        hook.seen()
+    );
+    assert!(
+        agent.log().contains("alert notifications are held"),
+        "{}",
+        agent.log()
+    );
+
+    std::fs::remove_file(&blocker).expect("unblock");
+    std::fs::create_dir(&blocker).expect("the directory");
+    hook.wait_for("GpuLost", 200, Duration::from_secs(90));
+    agent.wait_for("an empty outbox", LONG, |m| {
+        m.value("gpuwatch_history_up", &[]) == Some(1.0)
+            && m.value("gpuwatch_outbox_depth", &[("receiver", "hook")]) == Some(0.0)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_once(&hook);
+}

@@ -107,16 +107,37 @@ pub struct Persist {
     pub external_url: String,
 }
 
+/// Where the alerting task keeps its state, if anywhere.
+#[derive(Debug)]
+pub enum Persistence {
+    /// In the history database, open from the start (the saved state was
+    /// restored from it).
+    Now(Persist),
+    /// In the history database, which could not be opened at start: the
+    /// rules are evaluated in memory meanwhile (alerts show on /metrics and
+    /// the API) and nothing is queued; once it opens, what was sent before
+    /// is read back and the alerts firing then are notified, as after a
+    /// restart whose saved state could not be read.
+    Later(tokio::sync::oneshot::Receiver<Persist>),
+    /// Nowhere: history is off.
+    Never,
+}
+
 /// Runs until the queue closes or `shutdown` turns true.
 pub async fn run(
     rules: Vec<Rule>,
     mut state: EvalState,
-    persist: Option<Persist>,
+    persistence: Persistence,
     mut snapshots: mpsc::Receiver<Arc<Snapshot>>,
     latest: SnapshotReceiver,
     publish: watch::Sender<Arc<EvalState>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let (mut persist, mut later) = match persistence {
+        Persistence::Now(p) => (Some(p), None),
+        Persistence::Later(rx) => (None, Some(rx)),
+        Persistence::Never => (None, None),
+    };
     if let Some(p) = &persist {
         match store::seed_notified(
             &p.store.pool,
@@ -136,10 +157,7 @@ pub async fn run(
         }
     }
     let mut notified = match &persist {
-        Some(p) => store::load_notified(&p.store.pool).await.unwrap_or_else(|e| {
-            warn!(error = %e, "Cannot read which notifications were sent; firing alerts may be sent again.");
-            plan::Notified::new()
-        }),
+        Some(p) => load_notified(p).await,
         None => plan::Notified::new(),
     };
     let mut groups = plan::Groups::new();
@@ -156,6 +174,20 @@ pub async fn run(
                 Some(snapshot) => snapshot,
                 None => continue,
             },
+            attached = async {
+                match later.as_mut() {
+                    Some(rx) => rx.await,
+                    None => std::future::pending().await,
+                }
+            }, if later.is_some() => {
+                later = None;
+                if let Ok(p) = attached {
+                    notified = load_notified(&p).await;
+                    info!("Alert state is saved in the history database again, and notifications are queued.");
+                    persist = Some(p);
+                }
+                continue;
+            }
             _ = shutdown.changed() => break,
         };
         let now = SystemTime::now();
@@ -202,6 +234,14 @@ pub async fn run(
             warn!(error = %e, "Cannot save alert state at shutdown.");
         }
     }
+}
+
+/// What each receiver was sent, as saved in the database.
+async fn load_notified(p: &Persist) -> plan::Notified {
+    store::load_notified(&p.store.pool).await.unwrap_or_else(|e| {
+        warn!(error = %e, "Cannot read which notifications were sent; firing alerts may be sent again.");
+        plan::Notified::new()
+    })
 }
 
 /// The details of each alert in `messages` (by fingerprint): the rule's

@@ -6,6 +6,7 @@
 pub mod alerts;
 pub mod history;
 pub mod silence;
+mod storage;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,17 +15,14 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tracing::info;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{parse_listen, Config, ConfigError, LogFormat};
 use crate::exporter::compat::MetricsCompat;
 use crate::exporter::Exporter;
 use crate::gpu::nvml::Driver;
-use crate::history::stats::{HistoryCollector, HistoryStats};
-use crate::history::store::move_aside;
-use crate::history::writer::{self, WriterSettings};
-use crate::history::Store;
+use crate::history::stats::HistoryCollector;
 use crate::http::webconfig::{self, WebSecurity};
 use crate::http::HistoryApi;
 use crate::http::{serve_secured, HttpState, ServerLimits};
@@ -68,14 +66,6 @@ pub struct RunOptions {
 struct AlertsRun {
     rules: Vec<crate::rules::Rule>,
     snapshots: mpsc::Receiver<Arc<crate::gpu::Snapshot>>,
-}
-
-/// History as the running agent uses it.
-struct HistoryRun {
-    store: Store,
-    snapshots: mpsc::Receiver<Arc<crate::gpu::Snapshot>>,
-    stats: Arc<HistoryStats>,
-    settings: WriterSettings,
 }
 
 /// The NVML library to load and how to name processes, after flags, config
@@ -194,31 +184,13 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
             .clone()
             .or_else(|| config.history.path.clone())
             .unwrap_or_else(|| crate::history::default_path(source.simulated.is_some()));
-        if options.reset_history {
-            if let Some(moved) = move_aside(&path)? {
-                warn!(from = %path.display(), to = %moved.display(), "Moved the history database aside (--reset-history).");
-            }
-        }
-        let store = runtime.block_on(Store::open_for_writing(&path, config.history.durability))?;
-        info!(path = %path.display(), "Recording history.");
-        let (sender, snapshots) = mpsc::channel(config.history.queue);
-        let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        sinks.push(SnapshotSink {
-            sender,
-            dropped: dropped.clone(),
-        });
-        Some(HistoryRun {
-            store,
-            snapshots,
-            stats: Arc::new(HistoryStats::new(dropped)),
-            settings: WriterSettings {
-                batch_interval: config.history.batch_interval,
-                retention: config.history.retention,
-                max_bytes: config.history.max_size,
-                // About an hour of 8 GPUs at 1 Hz.
-                max_pending_samples: 30_000,
-            },
-        })
+        Some(storage::open_at_start(
+            &runtime,
+            &config,
+            path,
+            options.reset_history,
+            &mut sinks,
+        )?)
     } else {
         None
     };
@@ -270,7 +242,7 @@ fn load_security(
 async fn serve_until_signal(
     config: &Config,
     sampler: &Sampler,
-    history: Option<HistoryRun>,
+    history: Option<storage::HistoryRun>,
     alerts: Option<AlertsRun>,
     security: WebSecurity,
 ) -> anyhow::Result<()> {
@@ -320,105 +292,65 @@ async fn serve_until_signal(
         exporter = exporter.with(reloader.collector());
     }
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let mut history_api = None;
-    let mut history_task = None;
     let mut alerts_rx = None;
     let mut alerts_task = None;
-    let mut dispatchers = Vec::new();
-    let silences = match &history {
-        Some(h) => Some(
-            crate::alerting::Silences::open(h.store.pool.clone(), crate::notify::now_ms())
-                .await
-                .with_context(|| {
-                    format!(
-                        "cannot read the silences from the history database {}",
-                        h.store.path.display()
-                    )
-                })?,
-        ),
+    let mut tasks = Vec::new();
+    let retention = history
+        .as_ref()
+        .map(|h| h.settings.retention)
+        .unwrap_or_default();
+    let history_stats = history.as_ref().map(|h| h.stats.clone());
+    let attached = match history {
+        Some(run) => Some(storage::Attached::start(run, &shutdown_rx).await),
         None => None,
     };
     if let Some(run) = alerts {
-        let store = history.as_ref().map(|h| h.store.clone());
-        let retention = history
-            .as_ref()
-            .map(|h| h.settings.retention)
-            .unwrap_or_default();
-        let (state, publish, receiver) = crate::alerting::restore(store.as_ref()).await;
+        let ready = attached.as_ref().and_then(|a| a.store.get().ok());
+        let (state, publish, receiver) = crate::alerting::restore(ready.as_ref()).await;
         exporter = exporter.with(Box::new(crate::alerting::AlertsCollector(receiver.clone())));
         alerts_rx = Some(receiver);
-        // The outbox lives in the history database: no history, no
-        // notifications.
-        let mut receivers = Vec::new();
-        match &store {
-            Some(store) if !config.receivers.is_empty() => {
-                let mut stats = Vec::new();
-                for receiver in &config.receivers {
-                    let mut receiver = receiver.clone();
-                    if let crate::notify::ReceiverKind::Alertmanager(am) = &mut receiver.kind {
-                        am.external_url = external_url.clone();
-                    }
-                    let s = Arc::new(crate::notify::ReceiverStats::new(&receiver.name));
-                    stats.push(s.clone());
-                    receivers.push(crate::alerting::Destination {
-                        name: receiver.name.clone(),
-                        route: receiver.route.clone(),
-                    });
-                    dispatchers.push(tokio::spawn(crate::notify::run(
-                        receiver,
-                        store.pool.clone(),
-                        s,
-                        shutdown_rx.clone(),
-                    )));
-                }
-                let names: Vec<&str> = receivers.iter().map(|r| r.name.as_str()).collect();
-                info!(receivers = %names.join(", "), "Sending alert notifications.");
-                exporter = exporter.with(Box::new(crate::notify::NotifyCollector(stats)));
-            }
-            None if !config.receivers.is_empty() => {
-                warn!("[[receivers]] are configured but history is off: notifications need the history database (their outbox lives there), so none are sent.");
-            }
-            _ => {}
-        }
-        if let Some(store) = &store {
-            dispatchers.push(tokio::spawn(crate::notify::cleanup::run(
-                store.pool.clone(),
-                receivers.iter().map(|r| r.name.clone()).collect(),
-                shutdown_rx.clone(),
+        let notifiers = storage::Notifiers::new(config, &external_url);
+        if attached.is_some() && !notifiers.stats.is_empty() {
+            exporter = exporter.with(Box::new(crate::notify::NotifyCollector(
+                notifiers.stats.clone(),
             )));
         }
+        let persistence = storage::persistence(
+            attached.as_ref(),
+            notifiers,
+            storage::HistoryTerms {
+                retention,
+                external_url: external_url.clone(),
+            },
+            &shutdown_rx,
+            &mut tasks,
+        );
         alerts_task = Some(tokio::spawn(crate::alerting::run(
             run.rules,
             state,
-            store
-                .zip(silences.clone())
-                .map(|(store, silences)| crate::alerting::Persist {
-                    store,
-                    receivers,
-                    silences,
-                    retention,
-                    external_url: external_url.clone(),
-                }),
+            persistence,
             run.snapshots,
             sampler.snapshots(),
             publish,
             shutdown_rx.clone(),
         )));
     }
-    if let Some(run) = history {
-        exporter = exporter.with(Box::new(HistoryCollector(run.stats.clone())));
-        history_api = Some(HistoryApi {
-            store: run.store.clone(),
-            retention: run.settings.retention,
-        });
-        history_task = Some(tokio::spawn(writer::run(
-            run.store,
-            run.snapshots,
-            run.settings,
-            run.stats,
-            shutdown_rx.clone(),
-        )));
+    if let Some(stats) = history_stats {
+        exporter = exporter.with(Box::new(HistoryCollector(stats)));
     }
+    let (history_api, silences) = match attached {
+        Some(attached) => {
+            tasks.extend(attached.tasks);
+            (
+                Some(HistoryApi {
+                    store: attached.store,
+                    retention,
+                }),
+                Some(attached.silences),
+            )
+        }
+        None => (None, None),
+    };
     let state = Arc::new(HttpState {
         exporter,
         snapshots: sampler.snapshots(),
@@ -452,11 +384,9 @@ async fn serve_until_signal(
     if let Some(task) = alerts_task {
         let _ = task.await;
     }
-    for task in dispatchers {
-        let _ = task.await;
-    }
-    if let Some(task) = history_task {
-        // The writer commits what it holds, the open minute and hour too.
+    // The dispatchers, the retries, and the writer, which commits what it
+    // holds, the open minute and hour too.
+    for task in tasks {
         let _ = task.await;
     }
     served.context("the HTTP server failed")

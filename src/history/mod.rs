@@ -6,13 +6,18 @@
 //! - [`recorder`]: snapshots → rows (raw samples, minute and hour rollups,
 //!   events, monotonic counters); pure.
 //! - [`writer`]: the task that batches and commits them, and prunes.
-//! - [`store`] / [`sql`]: opening, migrating and writing the database.
+//! - [`store`] / [`sql`]: opening, migrating and writing the database;
+//!   [`inspect`]: what is at the path, found out before anything is written.
+//! - [`attach`]: the database as it becomes available: retried in the
+//!   background when the storage fails at start.
 //! - [`retention`]: per-tier retention and the size cap.
 //! - [`query`] / [`timespec`] / [`chart`]: reading it back for the API and CLI.
 //! - [`stats`]: the `gpuwatch_history_*` metrics.
 
+pub mod attach;
 pub mod catalog;
 pub mod chart;
+pub mod inspect;
 pub mod query;
 pub mod recorder;
 pub mod retention;
@@ -23,6 +28,8 @@ pub mod store;
 pub mod timespec;
 pub mod writer;
 
+#[cfg(test)]
+mod open_tests;
 #[cfg(test)]
 mod tests;
 

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
@@ -14,11 +14,14 @@ use crate::exporter::families::{unit, Family};
 /// Counters and gauges the writer updates.
 #[derive(Debug, Default)]
 pub struct HistoryStats {
+    /// Whether the database is open and the last write to it succeeded.
+    pub up: AtomicBool,
     /// Rows committed.
     pub rows_written: AtomicU64,
     /// Failed commits.
     pub write_errors: AtomicU64,
-    /// Raw samples given up after failed commits piled up.
+    /// Raw samples given up after failed commits piled up, or while the
+    /// database was not open.
     pub samples_discarded: AtomicU64,
     /// Snapshots the writer's queue was too full to take (set by the sampler).
     pub snapshots_dropped: Arc<AtomicU64>,
@@ -51,10 +54,24 @@ impl Collector for HistoryCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let s = &self.0;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let mut up = Family::gauge(
+            "history_up",
+            "Whether the history database is open and its last write succeeded (1) or not (0: full disk, read-only or missing storage; history is not recorded and alert notifications are not queued until it returns).",
+            None,
+        );
+        up.push(
+            vec![],
+            if s.up.load(Ordering::Relaxed) {
+                1.0
+            } else {
+                0.0
+            },
+        );
+        up.encode(&mut encoder)?;
         let counters = [
             ("history_rows_written", "Rows committed to the history database.", &s.rows_written),
             ("history_write_errors", "Commits to the history database that failed (disk full, read-only, ...); the rows are retried.", &s.write_errors),
-            ("history_samples_discarded", "Raw samples given up because commits kept failing.", &s.samples_discarded),
+            ("history_samples_discarded", "Raw samples (one per GPU and sample) given up: commits kept failing, or the database was not open.", &s.samples_discarded),
             ("history_dropped_snapshots", "Snapshots the history writer's queue was too full to take.", &*s.snapshots_dropped),
             ("history_rows_pruned", "Rows deleted by retention and the size cap.", &s.rows_pruned),
         ];

@@ -1,6 +1,8 @@
 //! Opening the history database: create or migrate it for the agent, open it
 //! read-only for the CLI, and refuse — with the file's name and what to do —
-//! anything that is not a gpuwatch history or was written by a newer one.
+//! anything that is not a gpuwatch history or was written by a newer one,
+//! before a byte of it is written ([`super::inspect`]). `--reset-history`
+//! ([`reset`]) moves aside only what is recognisably gpuwatch's.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -11,6 +13,9 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::Row;
+use tracing::{debug, warn};
+
+use super::inspect::{inspect, is_damage, judge_schema, sidecar, Found, InspectError};
 
 /// The schema, embedded from `migrations/`.
 pub static MIGRATOR: Migrator = sqlx::migrate!();
@@ -18,23 +23,50 @@ pub static MIGRATOR: Migrator = sqlx::migrate!();
 /// Why the history database cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
-    /// The file is not an SQLite database, is damaged, or belongs to another
-    /// application.
+    /// Not an SQLite file (a text file, a directory, ...): never opened,
+    /// moved or replaced, not even with `--reset-history`.
     #[error(
-        "{path} is not a gpuwatch history database, or it is damaged ({reason}). It was left \
-         untouched: move it away, set history.path to another file, or start once with \
-         --reset-history to move it aside"
+        "{path} is not a gpuwatch history database: {reason}. It was left untouched and will not \
+         be moved or replaced: set history.path (or --history-db) to another file"
     )]
-    NotHistory {
+    NotSqlite {
         /// The file.
         path: PathBuf,
         /// What gave it away.
         reason: String,
     },
+    /// Another application's SQLite database: never opened for writing,
+    /// moved or replaced, not even with `--reset-history`.
+    #[error(
+        "{path} is not a gpuwatch history database: it is another application's SQLite database \
+         ({reason}). It was left untouched and will not be moved or replaced: set history.path \
+         (or --history-db) to another file"
+    )]
+    Foreign {
+        /// The file.
+        path: PathBuf,
+        /// What gave it away.
+        reason: String,
+    },
+    /// An SQLite file whose schema cannot be read: `--reset-history` may
+    /// move it aside.
+    #[error(
+        "{path} is a damaged SQLite database, not a usable gpuwatch history ({reason}). It was \
+         left untouched: start once with --reset-history to move it aside (it is kept as \
+         {path}.moved-TIME) and begin a new history, or set history.path to another file"
+    )]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// SQLite's complaint.
+        reason: String,
+    },
     /// A newer gpuwatch wrote it.
     #[error(
         "{path} was written by a newer gpuwatch (schema version {found}; this one knows up to \
-         {known}). Upgrade gpuwatch, or set history.path to another file"
+         {known}). It was left untouched: upgrade gpuwatch, set history.path to another file, or \
+         start once with --reset-history to move it aside (it is kept as {path}.moved-TIME) and \
+         begin a new history"
     )]
     Newer {
         /// The file.
@@ -53,22 +85,33 @@ pub enum HistoryError {
         /// The file.
         path: PathBuf,
     },
-    /// Anything else SQLite said.
-    #[error("history database {path}: {source}")]
+    /// Anything else SQLite said (a full disk, a read-only file system, a
+    /// lock held too long). The error is part of the message, not a source,
+    /// so a printed chain says it once.
+    #[error("history database {path}: {error}")]
     Sql {
         /// The file.
         path: PathBuf,
         /// SQLite's error.
-        source: sqlx::Error,
+        error: sqlx::Error,
     },
-    /// The file could not be moved aside or its directory created.
-    #[error("history database {path}: {source}")]
+    /// The file could not be read or moved aside, or its directory created.
+    #[error("history database {path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
+}
+
+impl HistoryError {
+    /// Whether the storage failed (disk full, read-only, a missing or
+    /// unwritable directory, a lock) rather than the file being the wrong
+    /// one: a fault that may go away, so the agent runs on and retries.
+    pub fn is_storage_fault(&self) -> bool {
+        matches!(self, HistoryError::Sql { .. } | HistoryError::Io { .. })
+    }
 }
 
 /// How hard SQLite syncs to disk on commit.
@@ -92,17 +135,34 @@ pub struct Store {
 
 impl Store {
     /// Opens (creating and migrating as needed) the database the agent
-    /// writes. Refuses foreign, damaged and newer files.
+    /// writes. Looks first, read-only, and refuses foreign, damaged and
+    /// newer files before anything is written to them; when opening fails,
+    /// removes the files this attempt created (an empty database, a `-shm`
+    /// left by a full disk) so that nothing half-made stays behind.
     pub async fn open_for_writing(
         path: &Path,
         durability: Durability,
     ) -> Result<Store, HistoryError> {
+        let found = inspect(path).await.map_err(|e| from_inspect(path, e))?;
+        refuse(path, &found)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| HistoryError::Io {
+            std::fs::create_dir_all(dir).map_err(|error| HistoryError::Io {
                 path: path.to_path_buf(),
-                source,
+                error,
             })?;
         }
+        let before = Existing::look(path);
+        let result = Store::connect_and_migrate(path, durability).await;
+        if result.is_err() {
+            before.remove_created(path);
+        }
+        result
+    }
+
+    async fn connect_and_migrate(
+        path: &Path,
+        durability: Durability,
+    ) -> Result<Store, HistoryError> {
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -131,22 +191,34 @@ impl Store {
             pool,
             path: path.to_path_buf(),
         };
-        store.check_ownership().await?;
-        MIGRATOR
-            .run(&store.pool)
-            .await
-            .map_err(|e| classify(path, sqlx::Error::Migrate(Box::new(e))))?;
-        Ok(store)
+        // Looked at before opening; looked at again in case the file was
+        // swapped in between.
+        let checked = match store.check_ownership().await {
+            Ok(()) => MIGRATOR
+                .run(&store.pool)
+                .await
+                .map_err(|e| classify(path, sqlx::Error::Migrate(Box::new(e)))),
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(()) => Ok(store),
+            Err(e) => {
+                store.pool.close().await;
+                Err(e)
+            }
+        }
     }
 
     /// Opens an existing database read-only (the CLI: works while the agent
     /// runs or is stopped, and never writes).
     pub async fn open_read_only(path: &Path) -> Result<Store, HistoryError> {
-        if !path.is_file() {
+        let found = inspect(path).await.map_err(|e| from_inspect(path, e))?;
+        if found == Found::Absent {
             return Err(HistoryError::Missing {
                 path: path.to_path_buf(),
             });
         }
+        refuse(path, &found)?;
         let options = SqliteConnectOptions::from_str("sqlite://")
             .map_err(|e| classify(path, e))?
             .filename(path)
@@ -168,35 +240,15 @@ impl Store {
     /// A gpuwatch history has our migrations table, or nothing at all yet;
     /// and no migration newer than this binary knows.
     async fn check_ownership(&self) -> Result<(), HistoryError> {
-        let tables: Vec<String> =
-            sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| classify(&self.path, e))?;
-        if tables.is_empty() {
-            return Ok(());
-        }
-        if !tables.iter().any(|t| t == "_sqlx_migrations") || !tables.iter().any(|t| t == "sample")
-        {
-            return Err(HistoryError::NotHistory {
-                path: self.path.clone(),
-                reason: format!("it holds other tables: {}", tables.join(", ")),
-            });
-        }
-        let found: Option<i64> = sqlx::query("SELECT max(version) AS v FROM _sqlx_migrations")
-            .fetch_one(&self.pool)
+        let mut conn = self
+            .pool
+            .acquire()
             .await
-            .and_then(|row| row.try_get("v"))
             .map_err(|e| classify(&self.path, e))?;
-        let known = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
-        match found {
-            Some(found) if found > known => Err(HistoryError::Newer {
-                path: self.path.clone(),
-                found,
-                known,
-            }),
-            _ => Ok(()),
-        }
+        let found = judge_schema(&mut conn)
+            .await
+            .map_err(|e| classify(&self.path, e))?;
+        refuse(&self.path, &found)
     }
 
     /// Bytes the database occupies (pages in use; the WAL not counted).
@@ -213,44 +265,224 @@ impl Store {
     }
 }
 
-/// Moves the database at `path` (and its WAL and shared-memory files) aside
-/// to `PATH.moved-UNIXTIME`; returns the new name, or `None` when there was
-/// no file.
-pub fn move_aside(path: &Path) -> Result<Option<PathBuf>, HistoryError> {
-    if !path.exists() {
-        return Ok(None);
+/// The newest schema version this binary knows.
+fn known_version() -> i64 {
+    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// The error for what must not be opened for writing: not SQLite, foreign,
+/// damaged, newer.
+fn refuse(path: &Path, found: &Found) -> Result<(), HistoryError> {
+    let path = path.to_path_buf();
+    match found {
+        Found::NotSqlite { reason } => Err(HistoryError::NotSqlite {
+            path,
+            reason: reason.clone(),
+        }),
+        Found::Foreign { reason } => Err(HistoryError::Foreign {
+            path,
+            reason: reason.clone(),
+        }),
+        Found::Damaged { reason } => Err(HistoryError::Damaged {
+            path,
+            reason: reason.clone(),
+        }),
+        Found::Ours {
+            version: Some(found),
+        } if *found > known_version() => Err(HistoryError::Newer {
+            path,
+            found: *found,
+            known: known_version(),
+        }),
+        _ => Ok(()),
     }
+}
+
+/// `--reset-history`: moves the database at `path` (and its `-wal` and
+/// `-shm` files) aside to `PATH.moved-UNIXTIME` and returns the new name —
+/// only when it is gpuwatch's history (any version) or an SQLite file too
+/// damaged to read. A foreign database or a file that is not SQLite is
+/// refused untouched. `None` when there is nothing to move (no file, an
+/// empty file, an SQLite file with no schema).
+pub async fn reset(path: &Path) -> Result<Option<PathBuf>, HistoryError> {
+    let found = inspect(path).await.map_err(|e| from_inspect(path, e))?;
+    if found.may_reset() {
+        return move_aside(path).map(Some);
+    }
+    refuse(path, &found)?;
+    Ok(None)
+}
+
+fn move_aside(path: &Path) -> Result<PathBuf, HistoryError> {
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let target = PathBuf::from(format!("{}.moved-{stamp}", path.display()));
-    let io = |source| HistoryError::Io {
+    let io = |error| HistoryError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     std::fs::rename(path, &target).map_err(io)?;
     for suffix in ["-wal", "-shm"] {
-        let side = PathBuf::from(format!("{}{suffix}", path.display()));
+        let side = sidecar(path, suffix);
         if side.exists() {
-            std::fs::rename(&side, format!("{}{suffix}", target.display())).map_err(io)?;
+            std::fs::rename(&side, sidecar(&target, suffix)).map_err(io)?;
         }
     }
-    Ok(Some(target))
+    Ok(target)
 }
 
-/// Turns SQLite's "not a database" and migration mismatches into the
-/// errors a person can act on.
-fn classify(path: &Path, error: sqlx::Error) -> HistoryError {
-    let text = error.to_string();
-    if text.contains("not a database") || text.contains("malformed") || text.contains("corrupt") {
-        return HistoryError::NotHistory {
+/// Which of the database's files existed before an open, so that a failed
+/// open removes only what it created.
+#[derive(Debug, Clone, Copy)]
+struct Existing {
+    main: bool,
+    wal: bool,
+    shm: bool,
+    journal: bool,
+}
+
+impl Existing {
+    fn look(path: &Path) -> Existing {
+        let exists = |suffix| sidecar(path, suffix).symlink_metadata().is_ok();
+        Existing {
+            main: exists(""),
+            wal: exists("-wal"),
+            shm: exists("-shm"),
+            journal: exists("-journal"),
+        }
+    }
+
+    /// After a failed open: a database this open created goes entirely;
+    /// next to one that was there, only a `-shm` (an index SQLite rebuilds)
+    /// and an empty `-wal` go. A `-wal` with content or a rollback journal
+    /// of an existing database may hold its last commits: kept.
+    fn remove_created(&self, path: &Path) {
+        let created = |existed: bool, suffix: &str| (!existed).then(|| sidecar(path, suffix));
+        let mut doomed = vec![created(self.shm, "-shm")];
+        if self.main {
+            let wal = sidecar(path, "-wal");
+            let empty = wal.metadata().is_ok_and(|m| m.len() == 0);
+            doomed.push(created(self.wal, "-wal").filter(|_| empty));
+        } else {
+            doomed.extend([
+                created(self.wal, "-wal"),
+                created(self.journal, "-journal"),
+                created(self.main, ""),
+            ]);
+        }
+        for file in doomed.into_iter().flatten() {
+            match std::fs::remove_file(&file) {
+                Ok(()) => debug!(file = %file.display(), "Removed a file the failed open created."),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    warn!(file = %file.display(), error = %e, "Cannot remove a file the failed open of the history database created; remove it by hand.")
+                }
+            }
+        }
+    }
+}
+
+fn from_inspect(path: &Path, error: InspectError) -> HistoryError {
+    match error {
+        InspectError::Io { error, .. } => HistoryError::Io {
             path: path.to_path_buf(),
-            reason: text,
+            error,
+        },
+        InspectError::Sql { error, .. } => HistoryError::Sql {
+            path: path.to_path_buf(),
+            error,
+        },
+    }
+}
+
+/// Turns SQLite's "not a database" and "malformed" into [`HistoryError::Damaged`].
+fn classify(path: &Path, error: sqlx::Error) -> HistoryError {
+    if is_damage(&error) {
+        return HistoryError::Damaged {
+            path: path.to_path_buf(),
+            reason: error.to_string(),
         };
     }
     HistoryError::Sql {
         path: path.to_path_buf(),
-        source: error,
+        error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn make(dir: &Path, name: &str, bytes: &[u8]) {
+        std::fs::write(dir.join(name), bytes).expect("write");
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut all: Vec<String> = std::fs::read_dir(dir)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        all.sort();
+        all
+    }
+
+    #[test]
+    fn a_storage_error_is_said_once_in_a_printed_chain() {
+        let error = HistoryError::Sql {
+            path: PathBuf::from("/var/lib/gpuwatch/history.db"),
+            error: sqlx::Error::Io(std::io::Error::other("disk I/O error (simulated)")),
+        };
+        assert!(error.is_storage_fault());
+        let printed = format!("{:#}", anyhow::Error::new(error));
+        assert_eq!(printed.matches("disk I/O error").count(), 1, "{printed}");
+        assert!(
+            printed.contains("/var/lib/gpuwatch/history.db"),
+            "{printed}"
+        );
+        let error = HistoryError::Io {
+            path: PathBuf::from("/x/history.db"),
+            error: std::io::Error::other("Not a directory (simulated)"),
+        };
+        let printed = format!("{:#}", anyhow::Error::new(error));
+        assert_eq!(printed.matches("Not a directory").count(), 1, "{printed}");
+    }
+
+    #[test]
+    fn a_failed_open_of_a_new_database_removes_all_it_made_but_nothing_older() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("h.db");
+        make(dir.path(), "h.db-journal", b"there before");
+        let before = Existing::look(&path);
+        for name in ["h.db", "h.db-wal", "h.db-shm"] {
+            make(dir.path(), name, b"made by the open");
+        }
+        before.remove_created(&path);
+        assert_eq!(names(dir.path()), ["h.db-journal"]);
+    }
+
+    #[test]
+    fn a_failed_open_of_an_existing_database_keeps_it_and_a_wal_with_commits() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("h.db");
+        make(dir.path(), "h.db", b"the history");
+        let before = Existing::look(&path);
+        make(dir.path(), "h.db-shm", b"abc");
+        make(dir.path(), "h.db-wal", b"committed frames");
+        make(dir.path(), "h.db-journal", b"a rollback journal");
+        before.remove_created(&path);
+        assert_eq!(names(dir.path()), ["h.db", "h.db-journal", "h.db-wal"]);
+
+        std::fs::remove_file(dir.path().join("h.db-wal")).expect("rm");
+        let before = Existing::look(&path);
+        make(dir.path(), "h.db-wal", b"");
+        make(dir.path(), "h.db-shm", b"abc");
+        before.remove_created(&path);
+        assert_eq!(
+            names(dir.path()),
+            ["h.db", "h.db-journal"],
+            "an empty -wal and a -shm made by the open go"
+        );
     }
 }

@@ -12,7 +12,7 @@ use sqlx::Row;
 
 use super::query::{self, GpuSelector, Tier};
 use super::stats::HistoryStats;
-use super::store::{move_aside, HistoryError, Store, MIGRATOR};
+use super::store::{reset, HistoryError, Store, MIGRATOR};
 use super::writer::{self, WriterSettings};
 use super::{catalog, Durability, Retention};
 use crate::gpu::{
@@ -20,7 +20,7 @@ use crate::gpu::{
     SystemInfo,
 };
 
-fn snapshot(at_s: u64, temp: f64) -> Arc<Snapshot> {
+pub(super) fn snapshot(at_s: u64, temp: f64) -> Arc<Snapshot> {
     Arc::new(Snapshot {
         taken_at: UNIX_EPOCH + Duration::from_secs(at_s),
         hostname: "test".into(),
@@ -84,7 +84,7 @@ impl Writer {
     }
 }
 
-fn settings() -> WriterSettings {
+pub(super) fn settings() -> WriterSettings {
     WriterSettings {
         batch_interval: Duration::from_millis(50),
         // Nothing is pruned: the test's timestamps are old.
@@ -98,7 +98,7 @@ fn settings() -> WriterSettings {
     }
 }
 
-async fn count(store: &Store, table: &str) -> i64 {
+pub(super) async fn count(store: &Store, table: &str) -> i64 {
     sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
         .fetch_one(&store.pool)
         .await
@@ -243,6 +243,10 @@ async fn a_full_disk_loses_nothing_and_writing_resumes() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(
+        !stats.up.load(Ordering::Relaxed),
+        "gpuwatch_history_up 0 while commits fail"
+    );
     // Space comes back.
     sqlx::query("PRAGMA max_page_count = 1000000")
         .execute(&pool)
@@ -259,6 +263,10 @@ async fn a_full_disk_loses_nothing_and_writing_resumes() {
         "every sample written once space returned"
     );
     assert_eq!(stats.samples_discarded.load(Ordering::Relaxed), 0);
+    assert!(
+        stats.up.load(Ordering::Relaxed),
+        "1 again once a commit works"
+    );
     let integrity: String = sqlx::query_scalar("PRAGMA integrity_check")
         .fetch_one(&pool)
         .await
@@ -276,10 +284,10 @@ async fn foreign_damaged_and_newer_files_are_refused_and_kept() {
     let error = Store::open_for_writing(&garbage, Durability::Normal)
         .await
         .expect_err("garbage");
-    assert!(matches!(error, HistoryError::NotHistory { .. }), "{error}");
+    assert!(matches!(error, HistoryError::NotSqlite { .. }), "{error}");
     assert!(
-        error.to_string().contains("garbage.db") && error.to_string().contains("--reset-history"),
-        "{error}"
+        error.to_string().contains("garbage.db") && !error.to_string().contains("--reset-history"),
+        "names the file, and offers no reset for a file that is not SQLite: {error}"
     );
     assert_eq!(
         std::fs::read(&garbage).expect("still there"),
@@ -329,12 +337,16 @@ async fn foreign_damaged_and_newer_files_are_refused_and_kept() {
         .expect_err("newer, read-only");
     assert!(matches!(error, HistoryError::Newer { .. }), "{error}");
 
-    let moved = move_aside(&garbage).expect("move").expect("moved");
-    assert_eq!(std::fs::read(&moved).expect("kept"), bytes);
-    assert!(!garbage.exists());
-    Store::open_for_writing(&garbage, Durability::Normal)
+    assert!(error.to_string().contains("--reset-history"), "{error}");
+    let moved = reset(&newer).await.expect("move").expect("moved");
+    assert!(!newer.exists());
+    Store::open_for_writing(&newer, Durability::Normal)
         .await
         .expect("a fresh database");
+    let error = Store::open_read_only(&moved)
+        .await
+        .expect_err("the moved file is kept as it was");
+    assert!(matches!(error, HistoryError::Newer { .. }), "{error}");
 
     let missing = Store::open_read_only(&dir.path().join("nothing.db"))
         .await

@@ -1,8 +1,10 @@
 //! The writer task: receives snapshots from the sampler's bounded queue,
 //! records them, commits a batch every `batch_interval`, and prunes every
-//! minute. A failed commit (disk full, read-only file) is logged once a
-//! minute, counted, and retried with the next batch; /metrics is never
-//! affected. At shutdown the open minute and hour are flushed too.
+//! minute. A failed commit (disk full, read-only file) is counted, sets
+//! `gpuwatch_history_up` to 0 and is retried with the next batch; an outage
+//! is logged when it starts and when it ends, not per batch; /metrics is
+//! never affected. At shutdown the open minute and hour are flushed too.
+//! [`run_when_open`] waits for a database that could not be opened at start.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use tracing::{error, info, warn};
 
 use crate::gpu::Snapshot;
 
+use super::attach::Slot;
 use super::recorder::{Batch, Recorder};
 use super::retention::{self, Retention};
 use super::sql;
@@ -34,7 +37,37 @@ pub struct WriterSettings {
 }
 
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
-const LOG_ERRORS_EVERY: Duration = Duration::from_secs(60);
+
+/// [`run`], once the database opens. Until then each snapshot is taken off
+/// the queue and counted as discarded samples (one per GPU): there is
+/// nowhere to record it, and a full queue would count it as dropped by the
+/// sampler instead.
+pub async fn run_when_open(
+    mut store: Slot<Store>,
+    mut snapshots: mpsc::Receiver<Arc<Snapshot>>,
+    settings: WriterSettings,
+    stats: Arc<HistoryStats>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let store = loop {
+        tokio::select! {
+            store = store.wait() => match store {
+                Some(store) => break store,
+                None => return,
+            },
+            snapshot = snapshots.recv() => match snapshot {
+                Some(snapshot) => {
+                    stats
+                        .samples_discarded
+                        .fetch_add(snapshot.gpus.len() as u64, Ordering::Relaxed);
+                }
+                None => return,
+            },
+            _ = shutdown.changed() => return,
+        }
+    };
+    run(store, snapshots, settings, stats, shutdown).await;
+}
 
 /// Runs until the queue closes or `shutdown` turns true, then commits what
 /// is left.
@@ -48,7 +81,8 @@ pub async fn run(
     let (gpus, counters) = match sql::load_state(&store.pool).await {
         Ok(state) => state,
         Err(e) => {
-            error!(path = %store.path.display(), error = %e, "Cannot read the history database's state; history is not recorded.");
+            stats.up.store(false, Ordering::Relaxed);
+            error!(path = %store.path.display(), error = %e, "Cannot read the history database's state; history is not recorded until the agent restarts.");
             return;
         }
     };
@@ -58,7 +92,8 @@ pub async fn run(
         store,
         settings,
         stats,
-        last_error_log: None,
+        commits: Outage::default(),
+        prunes: Outage::default(),
     };
     writer.prune().await;
     let mut commit_tick = tokio::time::interval(writer.settings.batch_interval);
@@ -89,7 +124,34 @@ struct Writer {
     store: Store,
     settings: WriterSettings,
     stats: Arc<HistoryStats>,
-    last_error_log: Option<Instant>,
+    /// Failing commits, logged once per outage.
+    commits: Outage,
+    /// Failing prunes, logged once per outage.
+    prunes: Outage,
+}
+
+/// Failures in a row, so that an outage is logged when it starts and when
+/// it ends rather than once per batch.
+#[derive(Debug, Default)]
+pub(crate) struct Outage {
+    since: Option<Instant>,
+    failures: u64,
+}
+
+impl Outage {
+    /// Records a failure; `true` when it starts an outage (log it).
+    pub(crate) fn failed(&mut self) -> bool {
+        self.failures += 1;
+        let first = self.since.is_none();
+        self.since.get_or_insert_with(Instant::now);
+        first
+    }
+
+    /// Records a success; the failures and length of the outage it ends.
+    pub(crate) fn succeeded(&mut self) -> Option<(u64, Duration)> {
+        let since = self.since.take()?;
+        Some((std::mem::take(&mut self.failures), since.elapsed()))
+    }
 }
 
 impl Writer {
@@ -125,24 +187,22 @@ impl Writer {
                             slot.compare_exchange(-1, first, Ordering::Relaxed, Ordering::Relaxed);
                     }
                 }
-                if self.last_error_log.take().is_some() {
-                    info!(path = %self.store.path.display(), "History writes work again.");
+                self.stats.up.store(true, Ordering::Relaxed);
+                if let Some((failures, lasted)) = self.commits.succeeded() {
+                    info!(path = %self.store.path.display(), failed_commits = failures, seconds = lasted.as_secs(), "History writes work again; the rows held meanwhile are written.");
                 }
                 self.pending = Batch::default();
             }
             Err(e) => {
                 self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                self.stats.up.store(false, Ordering::Relaxed);
                 let discarded = self.pending.trim_samples(self.settings.max_pending_samples);
                 self.stats
                     .samples_discarded
                     .fetch_add(discarded as u64, Ordering::Relaxed);
-                if self
-                    .last_error_log
-                    .is_none_or(|at| at.elapsed() >= LOG_ERRORS_EVERY)
-                {
-                    self.last_error_log = Some(Instant::now());
-                    warn!(path = %self.store.path.display(), error = %e, pending_rows = self.pending.rows(),
-                        "Cannot write to the history database (disk full or read-only?); keeping the rows and retrying. /metrics is not affected.");
+                if self.commits.failed() {
+                    warn!(path = %self.store.path.display(), error = %e, pending_rows = self.pending.rows(), max_pending_samples = self.settings.max_pending_samples,
+                        "Cannot write to the history database (disk full or read-only?); keeping the rows in memory (the oldest samples beyond the limit are given up) and retrying with every batch. Free space or fix the file system; /metrics is not affected. Logged once until writes work again.");
                 }
             }
         }
@@ -163,14 +223,13 @@ impl Writer {
         {
             Ok(n) => {
                 self.stats.rows_pruned.fetch_add(n, Ordering::Relaxed);
+                if self.prunes.succeeded().is_some() {
+                    info!(path = %self.store.path.display(), "Pruning the history database works again.");
+                }
             }
             Err(e) => {
-                if self
-                    .last_error_log
-                    .is_none_or(|at| at.elapsed() >= LOG_ERRORS_EVERY)
-                {
-                    self.last_error_log = Some(Instant::now());
-                    warn!(path = %self.store.path.display(), error = %e, "Pruning the history database failed; retrying in a minute.");
+                if self.prunes.failed() {
+                    warn!(path = %self.store.path.display(), error = %e, "Pruning the history database failed; retrying every minute, logged once until it works again.");
                 }
             }
         }
@@ -182,5 +241,22 @@ impl Writer {
                 slot.store(ms.unwrap_or(-1), Ordering::Relaxed);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outage;
+
+    #[test]
+    fn an_outage_is_reported_once_when_it_starts_and_once_when_it_ends() {
+        let mut outage = Outage::default();
+        assert_eq!(outage.succeeded(), None, "no outage to end");
+        assert!(outage.failed(), "the first failure starts an outage");
+        assert!(!outage.failed() && !outage.failed(), "later ones do not");
+        let (failures, _) = outage.succeeded().expect("the outage ends");
+        assert_eq!(failures, 3);
+        assert_eq!(outage.succeeded(), None, "ended once");
+        assert!(outage.failed(), "a new outage is reported again");
     }
 }

@@ -16,7 +16,7 @@ use crate::alerting::history::{transitions, Filter};
 use crate::alerting::silence::parse_new;
 use crate::history::timespec::parse_time;
 
-use super::history_api::{bad, json_response, params};
+use super::history_api::{bad, json_response, params, unavailable};
 use super::routes::HttpResponse;
 use super::HttpState;
 use crate::gpu::now_ms;
@@ -65,6 +65,7 @@ pub fn alerts(state: &HttpState) -> HttpResponse {
     let silences = state
         .silences
         .as_ref()
+        .and_then(|s| s.get().ok())
         .map(|s| s.current())
         .unwrap_or_default();
     let list = crate::alerting::view::alerts_json(&current, &silences, SystemTime::now());
@@ -76,6 +77,10 @@ pub fn alerts(state: &HttpState) -> HttpResponse {
 pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
     let Some(api) = &state.history else {
         return no_history();
+    };
+    let store = match api.store.get() {
+        Ok(store) => store,
+        Err(reason) => return unavailable(&reason),
     };
     let p = params(query);
     let now = now_ms();
@@ -107,7 +112,7 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
         gpu: p.get("gpu").cloned(),
         limit,
     };
-    match transitions(&api.store.pool, &filter).await {
+    match transitions(&store.pool, &filter).await {
         Ok(records) => json_response(StatusCode::OK, &json!({ "transitions": records })),
         Err(e) => database_error(&e),
     }
@@ -134,6 +139,10 @@ pub async fn silences(state: &HttpState, request: Request<Incoming>) -> HttpResp
         .to_string();
     let Some(silences) = &state.silences else {
         return no_history();
+    };
+    let silences = match silences.get() {
+        Ok(silences) => silences,
+        Err(reason) => return unavailable(&reason),
     };
     let now = now_ms();
     if id.is_empty() {

@@ -43,6 +43,14 @@ fn failed(error: QueryError) -> HttpResponse {
     }
 }
 
+/// 503: history is on, but its database is not open (yet).
+pub(super) fn unavailable(reason: &str) -> HttpResponse {
+    json_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &json!({ "error": format!("history database unavailable: {reason}") }),
+    )
+}
+
 fn disabled() -> HttpResponse {
     json_response(
         StatusCode::NOT_FOUND,
@@ -54,6 +62,10 @@ fn disabled() -> HttpResponse {
 pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
     let Some(api) = &state.history else {
         return disabled();
+    };
+    let store = match api.store.get() {
+        Ok(store) => store,
+        Err(reason) => return unavailable(&reason),
     };
     let p = params(query);
     let now = crate::gpu::now_ms();
@@ -92,18 +104,7 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
         Some(Ok(step)) => Some(step),
         Some(Err(message)) => return bad("step", &message),
     };
-    match query::series(
-        &api.store.pool,
-        &gpu,
-        field,
-        from,
-        to,
-        step,
-        api.retention,
-        now,
-    )
-    .await
-    {
+    match query::series(&store.pool, &gpu, field, from, to, step, api.retention, now).await {
         Ok(series) => json_response(StatusCode::OK, &json!(series)),
         Err(e) => failed(e),
     }
@@ -113,6 +114,10 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
 pub async fn events(state: &HttpState, query: Option<&str>) -> HttpResponse {
     let Some(api) = &state.history else {
         return disabled();
+    };
+    let store = match api.store.get() {
+        Ok(store) => store,
+        Err(reason) => return unavailable(&reason),
     };
     let p = params(query);
     let now = crate::gpu::now_ms();
@@ -135,7 +140,7 @@ pub async fn events(state: &HttpState, query: Option<&str>) -> HttpResponse {
         Some(_) => return bad("limit", "must be a number from 1 to 100000"),
     };
     match query::events(
-        &api.store.pool,
+        &store.pool,
         from,
         to,
         gpu.as_ref(),

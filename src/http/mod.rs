@@ -49,19 +49,21 @@ pub struct HttpState {
     pub stale_after: Duration,
     /// The sampler's tick progress, to explain a stall.
     pub progress: Arc<Progress>,
-    /// The history database, when history is on.
+    /// The history database, when history is on (it may open after the
+    /// agent started: a 503 until then).
     pub history: Option<HistoryApi>,
     /// The alert rules' latest state, when alerting runs.
     pub alerts: Option<crate::alerting::AlertsReceiver>,
-    /// The silences, when history is on (they are stored there).
-    pub silences: Option<crate::alerting::Silences>,
+    /// The silences, when history is on (they are stored there, so they
+    /// arrive when the database opens).
+    pub silences: Option<crate::history::attach::Slot<crate::alerting::Silences>>,
 }
 
 /// What the history endpoints read.
 #[derive(Debug, Clone)]
 pub struct HistoryApi {
-    /// The database.
-    pub store: crate::history::Store,
+    /// The database, once open.
+    pub store: crate::history::attach::Slot<crate::history::Store>,
     /// Its retention, to pick the tier that covers a range.
     pub retention: crate::history::Retention,
 }
