@@ -12,11 +12,11 @@ fn a_regular_file_within_the_limit_is_read_whole() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("exact");
     std::fs::write(&path, b"0123456789").expect("write");
-    assert_eq!(read_bounded(&path, 10).expect("fits exactly"), b"0123456789");
     assert_eq!(
-        read_bounded_string(&path, 64).expect("text"),
-        "0123456789"
+        read_bounded(&path, 10).expect("fits exactly"),
+        b"0123456789"
     );
+    assert_eq!(read_bounded_string(&path, 64).expect("text"), "0123456789");
 }
 
 #[test]
@@ -25,9 +25,15 @@ fn a_file_over_the_limit_is_refused_with_its_path_and_the_limit() {
     let path = dir.path().join("big.toml");
     std::fs::write(&path, vec![b'#'; 11]).expect("write");
     let error = limit_error(read_bounded(&path, 10));
-    assert!(matches!(error, FileError::TooLarge { limit: 10, .. }), "{error:?}");
+    assert!(
+        matches!(error, FileError::TooLarge { limit: 10, .. }),
+        "{error:?}"
+    );
     let text = error.to_string();
-    assert!(text.contains("big.toml") && text.contains("10 bytes"), "{text}");
+    assert!(
+        text.contains("big.toml") && text.contains("10 bytes"),
+        "{text}"
+    );
     assert_eq!(error.kind(), std::io::ErrorKind::FileTooLarge);
 }
 
@@ -35,7 +41,13 @@ fn a_file_over_the_limit_is_refused_with_its_path_and_the_limit() {
 fn dev_zero_is_refused_without_reading_it() {
     let error = limit_error(read_bounded(Path::new("/dev/zero"), MAX_CONFIG_BYTES));
     assert!(
-        matches!(error, FileError::NotRegular { what: "a character device", .. }),
+        matches!(
+            error,
+            FileError::NotRegular {
+                what: "a character device",
+                ..
+            }
+        ),
         "{error:?}"
     );
     assert!(error.to_string().contains("/dev/zero"), "{error}");
@@ -54,7 +66,13 @@ fn a_fifo_without_a_writer_is_refused_not_waited_on() {
     // test would hang rather than fail.
     let error = limit_error(read_bounded(&path, MAX_SECRET_BYTES));
     assert!(
-        matches!(error, FileError::NotRegular { what: "a FIFO (named pipe)", .. }),
+        matches!(
+            error,
+            FileError::NotRegular {
+                what: "a FIFO (named pipe)",
+                ..
+            }
+        ),
         "{error:?}"
     );
 }
@@ -64,7 +82,13 @@ fn a_directory_and_a_missing_file_are_named() {
     let dir = tempfile::tempdir().expect("temp dir");
     let error = limit_error(read_bounded(dir.path(), MAX_CONFIG_BYTES));
     assert!(
-        matches!(error, FileError::NotRegular { what: "a directory", .. }),
+        matches!(
+            error,
+            FileError::NotRegular {
+                what: "a directory",
+                ..
+            }
+        ),
         "{error:?}"
     );
     let missing = dir.path().join("missing.pem");
