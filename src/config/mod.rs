@@ -302,6 +302,8 @@ fn key_path(source: &str, offset: usize) -> String {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod range_tests;
 #[cfg(test)]
 mod tests;
