@@ -182,7 +182,7 @@ pub fn show_duration(d: Duration) -> String {
         ("m", 60_000),
         ("s", 1000),
     ] {
-        if millis % size == 0 {
+        if millis.is_multiple_of(size) {
             return format!("{}{unit}", millis / size);
         }
     }

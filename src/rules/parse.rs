@@ -76,14 +76,14 @@ pub struct RawRule {
 /// set: the built-in pack with the file's changes, then the file's own rules.
 pub fn parse_rules(source: &str, file: &str) -> Result<Vec<Rule>, Vec<Problem>> {
     let raw: RawRules = toml::from_str(source).map_err(|error| {
-        let span = error.span();
-        let (line, column) = span.as_ref().map(|s| line_column(source, s.start)).unzip();
-        let field = span.map_or(String::new(), |s| entry_path(source, s.start));
+        // Without a place, the end of the file: where the parser gave up.
+        let offset = error.span().map_or(source.len(), |s| s.start);
+        let (line, column) = line_column(source, offset);
         vec![Problem {
             file: file.to_string(),
-            line,
-            column,
-            field,
+            line: Some(line),
+            column: Some(column),
+            field: entry_path(source, offset),
             message: error.message().trim().to_string(),
         }]
     })?;
