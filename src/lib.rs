@@ -33,6 +33,8 @@
 //!   transition) and a dispatcher per receiver (webhooks).
 //! - [`kubernetes`]: asks the kubelet's pod-resources socket which pod and
 //!   container hold each GPU, for the sampler to name the pods of processes.
+//! - [`files`]: reading files named from outside (configuration, secrets,
+//!   certificates) with a size limit, never blocking on a FIFO.
 //! - [`app`]: the commands, as the binary runs them.
 
 pub mod alerting;
@@ -40,6 +42,7 @@ pub mod app;
 pub mod capacity;
 pub mod config;
 pub mod exporter;
+pub mod files;
 pub mod gpu;
 pub mod history;
 pub mod http;

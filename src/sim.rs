@@ -45,14 +45,10 @@ pub enum SimError {
         /// Every place looked in.
         searched: Vec<PathBuf>,
     },
-    /// The scenario file could not be read.
-    #[error("cannot read the scenario file {path}: {source}. Built-in scenarios: {}", builtin::NAMES.join(", "))]
-    ReadScenario {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
+    /// The scenario file could not be read (missing, not a regular file,
+    /// larger than [`crate::files::MAX_SCENARIO_BYTES`]).
+    #[error("cannot read the scenario file: {0}. Built-in scenarios: {names}", names = builtin::NAMES.join(", "))]
+    ReadScenario(#[from] crate::files::FileError),
     /// The scenario is not valid.
     #[error("invalid scenario: {0}")]
     InvalidScenario(String),
@@ -68,10 +64,7 @@ pub fn choose_scenario(value: Option<&str>) -> Result<ScenarioChoice, SimError> 
         return Ok(ScenarioChoice::Builtin(name.to_string()));
     }
     let path = PathBuf::from(value);
-    let source = std::fs::read_to_string(&path).map_err(|source| SimError::ReadScenario {
-        path: path.clone(),
-        source,
-    })?;
+    let source = crate::files::read_bounded_string(&path, crate::files::MAX_SCENARIO_BYTES)?;
     Scenario::parse(&source, &path.display().to_string())
         .map_err(|e| SimError::InvalidScenario(e.to_string()))?;
     let absolute = std::fs::canonicalize(&path).unwrap_or(path);

@@ -222,11 +222,10 @@ fn load_security(
     config_file: Option<&Path>,
     config: &Config,
 ) -> anyhow::Result<WebSecurity> {
-    let Some(file) = webconfig::choose_file(flag, config_file, config.server.web_config.as_deref())
-    else {
+    let Some((file, loaded)) = webconfig::load_chosen(flag, config_file, &config.server) else {
         return Ok(WebSecurity::none());
     };
-    WebSecurity::load(&file).map_err(|problems| {
+    loaded.map_err(|problems| {
         let lines: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
         anyhow::anyhow!(
             "the web configuration {} has {} problem{}:\n  {}\nRun `gpuwatch validate --web-config {}` after fixing it.",
@@ -411,10 +410,8 @@ async fn wait_for_signal() {
 /// Also checks the web configuration, from `web_config` or the
 /// configuration's `server.web_config`.
 pub fn validate(config: Option<&Path>, web_config: Option<&Path>) -> anyhow::Result<bool> {
-    let configured = match config {
-        Some(path) => Config::load(Some(path))
-            .ok()
-            .and_then(|c| c.server.web_config),
+    let server = match config {
+        Some(path) => Config::load(Some(path)).ok().map(|c| c.server),
         None => None,
     };
     // `validate --web-config FILE` alone checks just that file.
@@ -423,10 +420,11 @@ pub fn validate(config: Option<&Path>, web_config: Option<&Path>) -> anyhow::Res
     } else {
         validate_config(config)?
     };
-    let Some(file) = webconfig::choose_file(web_config, config, configured.as_deref()) else {
+    let server = server.unwrap_or_else(|| Config::default().server);
+    let Some((file, loaded)) = webconfig::load_chosen(web_config, config, &server) else {
         return Ok(config_ok);
     };
-    match WebSecurity::load(&file) {
+    match loaded {
         Ok(_) => {
             println!("{}: valid", file.display());
             Ok(config_ok)

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::alerting::matcher::Matcher;
 use crate::config::Config;
+use crate::files::{self, read_bounded_string};
 use crate::http::webconfig;
 
 use super::history::time;
@@ -72,7 +73,7 @@ fn base_url(options: &AgentOptions) -> anyhow::Result<String> {
         options.config.as_deref(),
         config.server.web_config.as_deref(),
     )
-    .and_then(|file| std::fs::read_to_string(file).ok())
+    .and_then(|file| read_bounded_string(&file, files::MAX_CONFIG_BYTES).ok())
     .and_then(|text| serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&text).ok())
     .is_some_and(|yaml| yaml.get("tls_server_config").is_some());
     Ok(format!("{}://{listen}", if tls { "https" } else { "http" }))
@@ -84,8 +85,9 @@ struct Client {
     authorization: Option<String>,
 }
 
-fn read_text(path: &Path, what: &str) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {what} {}", path.display()))
+fn read_text(path: &Path, what: &str, limit: u64) -> anyhow::Result<String> {
+    read_bounded_string(path, limit)
+        .with_context(|| format!("cannot read {what} {}", path.display()))
 }
 
 impl Client {
@@ -96,7 +98,7 @@ impl Client {
             .timeout_global(Some(Duration::from_secs(10)))
             .user_agent(concat!("gpuwatch/", env!("CARGO_PKG_VERSION")));
         if let Some(ca) = &options.ca_file {
-            let pem = read_text(ca, "the CA file")?;
+            let pem = read_text(ca, "the CA file", files::MAX_PEM_BYTES)?;
             let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(pem.as_bytes())
                 .filter_map(|item| match item {
                     Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
@@ -116,7 +118,7 @@ impl Client {
             None => None,
             Some(user) => {
                 let password = match &options.password_file {
-                    Some(file) => read_text(file, "the password file")?.trim_end().to_string(),
+                    Some(file) => read_text(file, "the password file", files::MAX_SECRET_BYTES)?.trim_end().to_string(),
                     None => std::env::var("GPUWATCH_PASSWORD").map_err(|_| {
                         anyhow!("--user {user}: give the password in the environment variable GPUWATCH_PASSWORD or with --password-file FILE")
                     })?,

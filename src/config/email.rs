@@ -9,6 +9,7 @@ use toml::Spanned;
 
 use crate::notify::email::{CaFile, EmailConfig, TlsMode};
 
+use super::limits;
 use super::raw::RawReceiver;
 use super::Validator;
 
@@ -36,7 +37,10 @@ pub fn parse_smarthost(text: &str) -> Result<(String, u16), String> {
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
-    if host.is_empty() || host.contains(char::is_whitespace) || host.contains(['/', '@']) {
+    if host.is_empty()
+        || host.contains(|c: char| c.is_whitespace() || c.is_control())
+        || host.contains(['/', '@'])
+    {
         return Err(format!("\"{text}\" is not host:port; {example}"));
     }
     match port.parse::<u16>() {
@@ -47,7 +51,12 @@ pub fn parse_smarthost(text: &str) -> Result<(String, u16), String> {
 
 impl Validator<'_> {
     /// `type = "email"`.
-    pub(super) fn email(&mut self, at: &str, r: &RawReceiver) -> Option<EmailConfig> {
+    pub(super) fn email(
+        &mut self,
+        at: &str,
+        r: &RawReceiver,
+        table: &Range<usize>,
+    ) -> Option<EmailConfig> {
         self.unused_fields(
             at,
             "email",
@@ -74,14 +83,14 @@ impl Validator<'_> {
             Some(s) => match parse_smarthost(s.get_ref()) {
                 Ok(hp) => Some(hp),
                 Err(e) => {
-                    self.problem(&field("smarthost"), Some(s.span()), &e);
+                    self.problem(&field("smarthost"), s.span(), &e);
                     None
                 }
             },
             None => {
                 self.problem(
                     &field("smarthost"),
-                    None,
+                    table.clone(),
                     "is missing: the SMTP server to send through, e.g. \"smtp.example.com:587\"",
                 );
                 None
@@ -92,7 +101,7 @@ impl Validator<'_> {
             None => {
                 self.problem(
                     &field("from"),
-                    None,
+                    table.clone(),
                     "is missing: the sender address, e.g. \"gpuwatch <gpuwatch@example.com>\"",
                 );
                 None
@@ -102,7 +111,7 @@ impl Validator<'_> {
             Some(list) if list.get_ref().is_empty() => {
                 self.problem(
                     &field("to"),
-                    Some(list.span()),
+                    list.span(),
                     "is empty: give at least one recipient",
                 );
                 None
@@ -113,7 +122,7 @@ impl Validator<'_> {
                     if let Err(e) = address.parse::<lettre::message::Mailbox>() {
                         self.problem(
                             &field("to"),
-                            Some(list.span()),
+                            list.span(),
                             &format!("\"{address}\" is not an email address ({e}); write it like \"ops@example.com\" or \"Ops <ops@example.com>\""),
                         );
                         ok = false;
@@ -124,7 +133,7 @@ impl Validator<'_> {
             None => {
                 self.problem(
                     &field("to"),
-                    None,
+                    table.clone(),
                     "is missing: the recipients, e.g. to = [\"ops@example.com\"]",
                 );
                 None
@@ -136,7 +145,7 @@ impl Validator<'_> {
                 None => {
                     self.problem(
                         &field("tls"),
-                        Some(t.span()),
+                        t.span(),
                         &format!(
                             "\"{}\" is not a TLS mode; use \"starttls\" (the default), \"implicit\" (port 465) or \"none\" (only on a trusted link)",
                             t.get_ref()
@@ -149,7 +158,10 @@ impl Validator<'_> {
                 .as_ref()
                 .map(|(_, port)| TlsMode::default_for(*port)),
         };
-        let username = r.username.as_ref().map(|u| u.get_ref().clone());
+        let username = r.username.as_ref().and_then(|u| {
+            self.no_control(&field("username"), u.span(), "user name", u.get_ref())
+                .then(|| u.get_ref().clone())
+        });
         let password = self.secret(
             at,
             "password",
@@ -163,16 +175,17 @@ impl Validator<'_> {
         match (&r.username, secret_given) {
             (Some(u), false) => self.problem(
                 &field("username"),
-                Some(u.span()),
+                u.span(),
                 "has no password: give password, password_file or password_env too",
             ),
             (None, true) => {
                 let span = r
                     .password
                     .as_ref()
+                    .or(r.password_env.as_ref())
                     .map(Spanned::span)
                     .or(r.password_file.as_ref().map(Spanned::span))
-                    .or(r.password_env.as_ref().map(Spanned::span));
+                    .unwrap_or(table.clone());
                 self.problem(
                     &field("username"),
                     span,
@@ -185,51 +198,52 @@ impl Validator<'_> {
             Some(path) if tls == Some(TlsMode::None) => {
                 self.problem(
                     &field("ca_file"),
-                    Some(path.span()),
+                    path.span(),
                     "has no effect with tls = \"none\"; remove it or use TLS",
                 );
                 None
             }
-            Some(path) => match std::fs::read(path.get_ref()) {
-                Ok(pem)
-                    if String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----")
-                        && lettre::transport::smtp::client::Certificate::from_pem(&pem).is_ok() =>
-                {
-                    Some(CaFile {
-                        path: path.get_ref().clone(),
-                        pem,
-                    })
-                }
-                Ok(_) => {
-                    self.problem(
+            Some(path) => {
+                match crate::files::read_bounded(path.get_ref(), crate::files::MAX_PEM_BYTES) {
+                    Ok(pem)
+                        if String::from_utf8_lossy(&pem)
+                            .contains("-----BEGIN CERTIFICATE-----")
+                            && lettre::transport::smtp::client::Certificate::from_pem(&pem)
+                                .is_ok() =>
+                    {
+                        Some(CaFile {
+                            path: path.get_ref().clone(),
+                            pem,
+                        })
+                    }
+                    Ok(_) => {
+                        self.problem(
                         &field("ca_file"),
-                        Some(path.span()),
+                        path.span(),
                         &format!(
                             "{} holds no PEM certificate; give the CA certificate (\"-----BEGIN CERTIFICATE-----\")",
                             path.get_ref().display()
                         ),
                     );
-                    None
+                        None
+                    }
+                    Err(e) => {
+                        self.problem(&field("ca_file"), path.span(), &e.to_string());
+                        None
+                    }
                 }
-                Err(e) => {
-                    self.problem(
-                        &field("ca_file"),
-                        Some(path.span()),
-                        &format!(
-                            "cannot read {}: {e}; check the path and that the agent may read it",
-                            path.get_ref().display()
-                        ),
-                    );
-                    None
-                }
-            },
+            }
             None => None,
         };
         let hello_name = match &r.hello_name {
-            Some(h) if h.get_ref().is_empty() || h.get_ref().contains(char::is_whitespace) => {
+            Some(h)
+                if h.get_ref().is_empty()
+                    || h.get_ref()
+                        .contains(|c: char| c.is_whitespace() || c.is_control()) =>
+            {
                 self.problem(
                     &field("hello_name"),
-                    Some(h.span()),
+                    h.span(),
                     "must be a host name without spaces, e.g. \"gpu-node-1.example.com\"",
                 );
                 None
@@ -240,8 +254,8 @@ impl Validator<'_> {
         let timeout = self.duration(
             &field("timeout"),
             r.timeout.as_ref(),
-            "30s",
-            Duration::from_millis(100),
+            Duration::from_secs(30),
+            &limits::RECEIVER_TIMEOUT,
         );
         let (host, port) = smarthost?;
         Some(EmailConfig {
@@ -264,7 +278,7 @@ impl Validator<'_> {
             Err(e) => {
                 self.problem(
                     field,
-                    Some(value.span()),
+                    value.span(),
                     &format!(
                         "\"{}\" is not an email address ({e}); write it like \"gpuwatch <gpuwatch@example.com>\"",
                         value.get_ref()

@@ -19,13 +19,13 @@ pub struct RawConfig {
     /// `[history]`.
     pub history: Option<RawHistory>,
     /// `[[rules]]`: tune or disable built-in alert rules, add your own.
-    pub rules: Option<Vec<crate::rules::RawRule>>,
+    pub rules: Option<Vec<Spanned<crate::rules::RawRule>>>,
     /// `[[receivers]]`: where alert notifications go.
-    pub receivers: Option<Vec<RawReceiver>>,
+    pub receivers: Option<Vec<Spanned<RawReceiver>>>,
     /// `[capacity]`.
     pub capacity: Option<RawCapacity>,
     /// `[[profiles]]`: workload profiles for capacity.
-    pub profiles: Option<Vec<RawProfile>>,
+    pub profiles: Option<Vec<Spanned<RawProfile>>>,
     /// `[kubernetes]`.
     pub kubernetes: Option<RawKubernetes>,
 }
@@ -132,14 +132,15 @@ pub struct RawReceiver {
 pub struct RawServer {
     /// Listen address.
     pub listen: Option<Spanned<String>>,
-    /// Concurrent requests.
-    pub max_connections: Option<Spanned<usize>>,
+    /// Concurrent requests (an i64, as TOML has it: the range is checked
+    /// with the field's name).
+    pub max_connections: Option<Spanned<i64>>,
     /// Request time limit.
     pub request_timeout: Option<Spanned<String>>,
     /// The URL users reach the agent at (links in notifications).
     pub external_url: Option<Spanned<String>>,
     /// Web configuration file (TLS, basic auth).
-    pub web_config: Option<PathBuf>,
+    pub web_config: Option<Spanned<PathBuf>>,
     /// Drop-in metric families of other exporters.
     pub metrics_compat: Option<Vec<Spanned<String>>>,
 }
@@ -161,9 +162,9 @@ pub struct RawSampler {
     /// /proc mount point.
     pub proc_root: Option<PathBuf>,
     /// Per-process series per GPU.
-    pub process_top_n: Option<Spanned<usize>>,
+    pub process_top_n: Option<Spanned<i64>>,
     /// Host name override.
-    pub hostname: Option<String>,
+    pub hostname: Option<Spanned<String>>,
 }
 
 /// `[log]`.
@@ -197,5 +198,5 @@ pub struct RawHistory {
     /// Size cap such as "2GiB".
     pub max_size: Option<Spanned<String>>,
     /// Snapshots the writer may fall behind by.
-    pub queue: Option<Spanned<usize>>,
+    pub queue: Option<Spanned<i64>>,
 }

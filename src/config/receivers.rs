@@ -13,6 +13,7 @@ use crate::notify::{
     AlertmanagerConfig, Auth, Backoff, ReceiverConfig, ReceiverKind, Secret, WebhookConfig,
 };
 
+use super::limits;
 use super::raw::RawReceiver;
 use super::Validator;
 
@@ -22,27 +23,31 @@ const TYPES: &str = "\"webhook\", \"alertmanager\" or \"email\"";
 impl Validator<'_> {
     /// Validates every `[[receivers]]` entry; only entries without problems
     /// are returned (the caller fails on any problem anyway).
-    pub(super) fn receivers(&mut self, raw: Vec<RawReceiver>) -> Vec<ReceiverConfig> {
+    pub(super) fn receivers(&mut self, raw: Vec<Spanned<RawReceiver>>) -> Vec<ReceiverConfig> {
         let mut receivers: Vec<ReceiverConfig> = Vec::new();
         let mut names: Vec<String> = Vec::new();
-        for (i, r) in raw.into_iter().enumerate() {
+        for (i, entry) in raw.into_iter().enumerate() {
             let at = format!("receivers[{i}]");
+            // Where the entry starts: fields it lacks are reported there.
+            let table = entry.span();
+            let r = entry.into_inner();
             let before = self.problems.len();
-            let name = self.receiver_name(&at, &r, &mut names);
+            let name = self.receiver_name(&at, &r, &mut names, &table);
             let kind = match r.kind.as_ref().map(|k| (k.get_ref().as_str(), k.span())) {
                 Some(("webhook", _)) => {
                     self.unused_fields(&at, "webhook", &super::email::email_fields(&r));
-                    self.webhook(&at, &r).map(ReceiverKind::Webhook)
+                    self.webhook(&at, &r, &table).map(ReceiverKind::Webhook)
                 }
                 Some(("alertmanager", _)) => {
                     self.unused_fields(&at, "alertmanager", &super::email::email_fields(&r));
-                    self.alertmanager(&at, &r).map(ReceiverKind::Alertmanager)
+                    self.alertmanager(&at, &r, &table)
+                        .map(ReceiverKind::Alertmanager)
                 }
-                Some(("email", _)) => self.email(&at, &r).map(ReceiverKind::Email),
+                Some(("email", _)) => self.email(&at, &r, &table).map(ReceiverKind::Email),
                 Some((other, span)) => {
                     self.problem(
                         &format!("{at}.type"),
-                        Some(span),
+                        span,
                         &format!("\"{other}\" is not a receiver type; use {TYPES}"),
                     );
                     None
@@ -50,19 +55,19 @@ impl Validator<'_> {
                 None => {
                     self.problem(
                         &format!("{at}.type"),
-                        None,
+                        table.clone(),
                         &format!("is missing; use type = {TYPES}"),
                     );
                     None
                 }
             };
             let backoff = self.backoff(&at, &r);
-            let route = self.route(&|name| format!("{at}.{name}"), &r);
+            let route = self.route(&|name| format!("{at}.{name}"), &r, &table);
             if let (Some(ReceiverKind::Email(_)), Some(wait)) = (&kind, &r.group_wait) {
                 if !route.group_wait.is_zero() {
                     self.problem(
                         &format!("{at}.group_wait"),
-                        Some(wait.span()),
+                        wait.span(),
                         "grouping is not built for email receivers yet (an email shows one alert); leave group_wait out",
                     );
                 }
@@ -79,17 +84,23 @@ impl Validator<'_> {
         receivers
     }
 
-    fn receiver_name(&mut self, at: &str, r: &RawReceiver, names: &mut Vec<String>) -> String {
+    fn receiver_name(
+        &mut self,
+        at: &str,
+        r: &RawReceiver,
+        names: &mut Vec<String>,
+        table: &Range<usize>,
+    ) -> String {
         let field = format!("{at}.name");
         match &r.name {
             Some(n) if n.get_ref().trim().is_empty() => {
-                self.problem(&field, Some(n.span()), "must not be empty");
+                self.problem(&field, n.span(), "must not be empty");
                 String::new()
             }
             Some(n) if names.contains(n.get_ref()) => {
                 self.problem(
                     &field,
-                    Some(n.span()),
+                    n.span(),
                     &format!("\"{}\" names another receiver already", n.get_ref()),
                 );
                 String::new()
@@ -99,7 +110,11 @@ impl Validator<'_> {
                 n.get_ref().clone()
             }
             None => {
-                self.problem(&field, None, "is missing: give each receiver a name");
+                self.problem(
+                    &field,
+                    table.clone(),
+                    "is missing: give each receiver a name",
+                );
                 String::new()
             }
         }
@@ -109,31 +124,37 @@ impl Validator<'_> {
         let retry_min = self.duration(
             &format!("{at}.retry_min"),
             r.retry_min.as_ref(),
-            "1s",
-            Duration::from_millis(10),
+            Duration::from_secs(1),
+            &limits::RETRY_MIN,
         );
         let retry_max = self.duration(
             &format!("{at}.retry_max"),
             r.retry_max.as_ref(),
-            "5m",
-            Duration::from_millis(10),
+            Duration::from_secs(300),
+            &limits::RETRY_MAX,
         );
         match Backoff::new(retry_min, retry_max) {
             Ok(b) => b,
             Err(e) => {
-                let span = r
-                    .retry_max
-                    .as_ref()
-                    .or(r.retry_min.as_ref())
-                    .map(Spanned::span);
-                self.problem(&format!("{at}.retry_max"), span, &e);
+                // One of them is written (the defaults fit): point at it.
+                let (field, span) = match (&r.retry_max, &r.retry_min) {
+                    (Some(max), _) => ("retry_max", max.span()),
+                    (None, Some(min)) => ("retry_min", min.span()),
+                    (None, None) => ("retry_max", 0..0),
+                };
+                self.problem(&format!("{at}.{field}"), span, &e);
                 Backoff::default()
             }
         }
     }
 
     /// `type = "webhook"`.
-    fn webhook(&mut self, at: &str, r: &RawReceiver) -> Option<WebhookConfig> {
+    fn webhook(
+        &mut self,
+        at: &str,
+        r: &RawReceiver,
+        table: &Range<usize>,
+    ) -> Option<WebhookConfig> {
         self.unused_fields(
             at,
             "webhook",
@@ -148,7 +169,7 @@ impl Validator<'_> {
                 ),
             ],
         );
-        let url = self.http_url(&format!("{at}.url"), r.url.as_ref());
+        let url = self.http_url(&format!("{at}.url"), r.url.as_ref(), table);
         let headers = self.headers(at, r);
         let bearer_token = self.secret(
             at,
@@ -161,8 +182,8 @@ impl Validator<'_> {
         let timeout = self.duration(
             &format!("{at}.timeout"),
             r.timeout.as_ref(),
-            "10s",
-            Duration::from_millis(100),
+            Duration::from_secs(10),
+            &limits::RECEIVER_TIMEOUT,
         );
         Some(WebhookConfig {
             url: url?,
@@ -174,14 +195,19 @@ impl Validator<'_> {
 
     /// `type = "alertmanager"`. `external_url` is left empty: the agent
     /// fills it in at start, once it knows its address.
-    fn alertmanager(&mut self, at: &str, r: &RawReceiver) -> Option<AlertmanagerConfig> {
+    fn alertmanager(
+        &mut self,
+        at: &str,
+        r: &RawReceiver,
+        table: &Range<usize>,
+    ) -> Option<AlertmanagerConfig> {
         let field = format!("{at}.url");
-        let url = self.http_url(&field, r.url.as_ref());
+        let url = self.http_url(&field, r.url.as_ref(), table);
         if let (Some(u), Some(raw)) = (&url, &r.url) {
             if u.trim_end_matches('/').ends_with("/api/v2/alerts") {
                 self.problem(
                     &field,
-                    Some(raw.span()),
+                    raw.span(),
                     "give Alertmanager's base URL (like \"http://alertmanager:9093\"); the agent adds /api/v2/alerts",
                 );
             }
@@ -191,14 +217,14 @@ impl Validator<'_> {
         let timeout = self.duration(
             &format!("{at}.timeout"),
             r.timeout.as_ref(),
-            "10s",
-            Duration::from_millis(100),
+            Duration::from_secs(10),
+            &limits::RECEIVER_TIMEOUT,
         );
         let resend_interval = self.duration(
             &format!("{at}.resend_interval"),
             r.resend_interval.as_ref(),
-            "1m",
-            Duration::from_secs(1),
+            Duration::from_secs(60),
+            &limits::RESEND_INTERVAL,
         );
         Some(AlertmanagerConfig {
             url: url?.trim_end_matches('/').to_string(),
@@ -236,31 +262,43 @@ impl Validator<'_> {
             .map(Spanned::span)
             .or_else(|| r.password_file.as_ref().map(Spanned::span))
             .or_else(|| r.password_env.as_ref().map(Spanned::span));
+        let field = format!("{at}.username");
         match (&r.username, password_span, bearer) {
             (Some(user), Some(_), Some(_)) => {
                 self.problem(
-                    &format!("{at}.username"),
-                    Some(user.span()),
+                    &field,
+                    user.span(),
                     "give basic auth (username and password) or a bearer token, not both",
                 );
                 None
             }
-            (Some(user), Some(_), None) => password.map(|password| Auth::Basic {
-                username: user.get_ref().clone(),
-                password,
-            }),
+            (Some(user), Some(_), None) => {
+                let plain = self.no_control(&field, user.span(), "user name", user.get_ref());
+                if plain && user.get_ref().contains(':') {
+                    self.problem(
+                        &field,
+                        user.span(),
+                        "a basic auth user name cannot contain ':' (it separates the user name from the password)",
+                    );
+                    return None;
+                }
+                password.filter(|_| plain).map(|password| Auth::Basic {
+                    username: user.get_ref().clone(),
+                    password,
+                })
+            }
             (Some(user), None, _) => {
                 self.problem(
-                    &format!("{at}.username"),
-                    Some(user.span()),
+                    &field,
+                    user.span(),
                     "basic auth needs a password too: add password, password_file or password_env",
                 );
                 None
             }
             (None, Some(span), _) => {
                 self.problem(
-                    &format!("{at}.username"),
-                    Some(span),
+                    &field,
+                    span,
                     "a password needs a username (basic auth); add username",
                 );
                 None
@@ -269,18 +307,21 @@ impl Validator<'_> {
         }
     }
 
-    /// A required http:// or https:// URL.
+    /// A required http:// or https:// URL; `table` is the receiver's
+    /// entry, where a missing URL is reported.
     pub(super) fn http_url(
         &mut self,
         field: &str,
         value: Option<&Spanned<String>>,
+        table: &Range<usize>,
     ) -> Option<String> {
         match value {
+            Some(u) if !self.no_control(field, u.span(), "URL", u.get_ref()) => None,
             Some(u) if is_http_url(u.get_ref()) => Some(u.get_ref().clone()),
             Some(u) => {
                 self.problem(
                     field,
-                    Some(u.span()),
+                    u.span(),
                     &format!(
                         "\"{}\" is not an http:// or https:// URL; write it like \"https://host:port/path\"",
                         u.get_ref()
@@ -289,36 +330,47 @@ impl Validator<'_> {
                 None
             }
             None => {
-                self.problem(field, None, "is missing: where should notifications go?");
+                self.problem(
+                    field,
+                    table.clone(),
+                    "is missing: where should notifications go?",
+                );
                 None
             }
         }
     }
 
+    /// Extra request headers: names of letters, digits, '-' and '_',
+    /// values without control characters.
     fn headers(&mut self, at: &str, r: &RawReceiver) -> std::collections::BTreeMap<String, String> {
         let Some(h) = &r.headers else {
             return Default::default();
         };
-        for key in h.get_ref().keys() {
+        for (key, value) in h.get_ref() {
+            let field = format!("{at}.headers.{key}");
             if key.is_empty()
                 || !key
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
             {
                 self.problem(
-                    &format!("{at}.headers"),
-                    Some(h.span()),
-                    &format!("\"{key}\" is not a header name"),
+                    &field,
+                    h.span(),
+                    &format!("\"{key}\" is not a header name; use letters, digits, '-' and '_'"),
                 );
+            } else {
+                self.no_control(&field, h.span(), "header value", value);
             }
         }
         h.get_ref().clone()
     }
 
     /// A secret given one of three ways: `{base}` itself, `{base}_file` (a
-    /// file holding it, trimmed) or `{base}_env` (an environment variable
-    /// holding it). `what` names it in errors; the secret never appears in
-    /// one.
+    /// file holding it, at most [`crate::files::MAX_SECRET_BYTES`], trimmed:
+    /// a trailing newline is normal) or `{base}_env` (an environment
+    /// variable holding it). It must hold no control character (an
+    /// embedded line break). `what` names it in errors; the secret never
+    /// appears in one.
     pub(super) fn secret(
         &mut self,
         at: &str,
@@ -339,46 +391,44 @@ impl Validator<'_> {
         if given.len() > 1 {
             self.problem(
                 &format!("{at}.{}", given[1].0),
-                Some(given[1].1.clone()),
+                given[1].1.clone(),
                 &format!("give the {what} one way only: {base}, {base}_file or {base}_env"),
             );
         }
-        if let Some(t) = value {
-            return Some(Secret::new(t.get_ref().clone()));
-        }
-        if let Some(f) = file {
-            return match std::fs::read_to_string(f.get_ref()) {
-                Ok(text) => Some(Secret::new(text.trim().to_string())),
-                Err(e) => {
-                    self.problem(
-                        &format!("{at}.{base}_file"),
-                        Some(f.span()),
-                        &format!(
-                            "cannot read {}: {e}; check the path and that the agent may read it",
-                            f.get_ref().display()
-                        ),
-                    );
-                    None
+        let (field, span, text) = if let Some(t) = value {
+            (base.to_string(), t.span(), t.get_ref().clone())
+        } else if let Some(f) = file {
+            let field = format!("{base}_file");
+            let path = f.get_ref();
+            match crate::files::read_bounded_string(path, crate::files::MAX_SECRET_BYTES) {
+                Ok(text) => (field, f.span(), text.trim().to_string()),
+                Err(error) => {
+                    self.problem(&format!("{at}.{field}"), f.span(), &error.to_string());
+                    return None;
                 }
-            };
-        }
-        if let Some(var) = env {
-            return match std::env::var(var.get_ref()) {
-                Ok(text) if !text.trim().is_empty() => Some(Secret::new(text.trim().to_string())),
+            }
+        } else if let Some(var) = env {
+            match std::env::var(var.get_ref()) {
+                Ok(text) if !text.trim().is_empty() => {
+                    (format!("{base}_env"), var.span(), text.trim().to_string())
+                }
                 _ => {
                     self.problem(
                         &format!("{at}.{base}_env"),
-                        Some(var.span()),
+                        var.span(),
                         &format!(
                             "the environment variable {} is not set or empty; set it in the agent's environment",
                             var.get_ref()
                         ),
                     );
-                    None
+                    return None;
                 }
-            };
-        }
-        None
+            }
+        } else {
+            return None;
+        };
+        self.no_control(&format!("{at}.{field}"), span, what, &text)
+            .then(|| Secret::new(text))
     }
 
     /// Reports each field given that the receiver's kind does not use, so a
@@ -393,7 +443,7 @@ impl Validator<'_> {
             if let Some(span) = span {
                 self.problem(
                     &format!("{at}.{name}"),
-                    Some(span.clone()),
+                    span.clone(),
                     &format!("is not a setting of \"{kind}\" receivers; remove it"),
                 );
             }
@@ -401,10 +451,13 @@ impl Validator<'_> {
     }
 }
 
-/// Whether `text` is an http:// or https:// URL with a host.
+/// Whether `text` is an http:// or https:// URL with a host, without
+/// whitespace or control characters.
 pub(super) fn is_http_url(text: &str) -> bool {
     let rest = text
         .strip_prefix("http://")
         .or_else(|| text.strip_prefix("https://"));
-    matches!(rest, Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(char::is_whitespace))
+    matches!(rest, Some(rest) if !rest.is_empty()
+        && !rest.starts_with('/')
+        && !rest.contains(|c: char| c.is_whitespace() || c.is_control()))
 }

@@ -10,25 +10,29 @@ use crate::alerting::matcher::{MatchOp, Matcher};
 use crate::alerting::route::{Route, DEFAULT_REPEAT};
 use crate::rules::Severity;
 
+use super::limits;
 use super::raw::RawReceiver;
 use super::Validator;
-
-/// The longest `group_wait` accepted: grouping is for alerts that fire
-/// together, not a digest.
-const MAX_GROUP_WAIT: Duration = Duration::from_secs(600);
 
 type LabelMap = Spanned<std::collections::BTreeMap<String, Spanned<String>>>;
 
 impl Validator<'_> {
     /// Checks `r`'s routing fields; `field` names a field of this receiver.
-    pub(super) fn route(&mut self, field: &dyn Fn(&str) -> String, r: &RawReceiver) -> Route {
+    /// `table` is the receiver's entry, for an empty `severities`
+    /// (its list has no position of its own).
+    pub(super) fn route(
+        &mut self,
+        field: &dyn Fn(&str) -> String,
+        r: &RawReceiver,
+        table: &std::ops::Range<usize>,
+    ) -> Route {
         let mut route = Route::default();
         for s in r.severities.iter().flatten() {
             match Severity::parse(s.get_ref()) {
                 Some(severity) => route.severities.push(severity),
                 None => self.problem(
                     &field("severities"),
-                    Some(s.span()),
+                    s.span(),
                     &format!(
                         "\"{}\" is not a severity; use info, warning or critical",
                         s.get_ref()
@@ -39,7 +43,7 @@ impl Validator<'_> {
         if r.severities.as_ref().is_some_and(Vec::is_empty) {
             self.problem(
                 &field("severities"),
-                None,
+                table.clone(),
                 "is empty, so the receiver would get nothing: list severities, or leave it out for all",
             );
         }
@@ -63,36 +67,23 @@ impl Validator<'_> {
                     let d = self.duration(
                         &field("repeat_interval"),
                         given,
-                        "4h",
-                        Duration::from_secs(1),
+                        DEFAULT_REPEAT,
+                        &limits::REPEAT_INTERVAL,
                     );
-                    Some(if d.is_zero() { DEFAULT_REPEAT } else { d })
+                    Some(d)
                 }
             };
         }
         if let Some(text) = &r.group_wait {
-            let wait = match text.get_ref().trim() {
+            route.group_wait = match text.get_ref().trim() {
                 "0" | "off" => Duration::ZERO,
                 _ => self.duration(
                     &field("group_wait"),
                     Some(text),
-                    "0s",
-                    Duration::from_millis(100),
+                    Duration::ZERO,
+                    &limits::GROUP_WAIT,
                 ),
             };
-            if wait > MAX_GROUP_WAIT {
-                self.problem(
-                    &field("group_wait"),
-                    Some(text.span()),
-                    &format!(
-                        "\"{}\" is longer than {}: alerts would wait too long",
-                        text.get_ref(),
-                        humantime::format_duration(MAX_GROUP_WAIT)
-                    ),
-                );
-            } else {
-                route.group_wait = wait;
-            }
         }
         route
     }
@@ -108,7 +99,7 @@ impl Validator<'_> {
                     } else {
                         value.span()
                     };
-                    self.problem(&format!("{field}.{name}"), Some(span), &message);
+                    self.problem(&format!("{field}.{name}"), span, &message);
                 }
             }
         }
@@ -163,7 +154,7 @@ mod tests {
             "bad.toml:6:9: receivers[0].match.9gpu: \"9gpu\" is not a label name",
             "bad.toml:7:20: receivers[0].match_re.gpu: \"[0-\" is not a regular expression: ",
             "bad.toml:8:19: receivers[0].repeat_interval: \"often\" is not a duration",
-            "bad.toml:9:14: receivers[0].group_wait: \"1h\" is longer than 10m",
+            "bad.toml:9:14: receivers[0].group_wait: \"1h\" is too long; use at most 10m",
         ];
         assert_eq!(problems.len(), expect.len(), "{text:#?}");
         for (got, want) in text.iter().zip(expect) {

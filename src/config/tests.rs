@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use super::*;
 
 #[test]
@@ -96,7 +98,7 @@ fn unknown_fields_are_rejected_with_their_line() {
     };
     assert_eq!(problems.len(), 1);
     assert_eq!(problems[0].line, Some(3));
-    assert_eq!(problems[0].field, "intervall");
+    assert_eq!(problems[0].field, "sampler.intervall");
     assert!(
         problems[0].message.contains("unknown field `intervall`"),
         "{}",

@@ -132,19 +132,24 @@ pub fn build(settings: &TlsSettings, material: Material) -> Result<TlsAcceptor, 
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// Reads a PEM file named in the web configuration: a regular file of at
+/// most [`crate::files::MAX_PEM_BYTES`] (so `/dev/zero` or a FIFO is an
+/// error, not a hang).
+fn read_pem(field: &str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    crate::files::read_bounded(path, crate::files::MAX_PEM_BYTES)
+        .map_err(|e| error(field, e.to_string()))
+}
+
 fn read_certs(field: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let iter = CertificateDer::pem_file_iter(path).map_err(|e| {
-        error(
-            field,
-            format!("cannot read {}: {e}; check the path", path.display()),
-        )
-    })?;
-    let certs = iter.collect::<Result<Vec<_>, _>>().map_err(|e| {
-        error(
-            field,
-            format!("{}: not a PEM certificate file: {e}", path.display()),
-        )
-    })?;
+    let pem = read_pem(field, path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            error(
+                field,
+                format!("{}: not a PEM certificate file: {e}", path.display()),
+            )
+        })?;
     if certs.is_empty() {
         return Err(error(
             field,
@@ -158,13 +163,8 @@ fn read_certs(field: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, 
 }
 
 fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    if let Err(e) = std::fs::metadata(path) {
-        return Err(error(
-            "key_file",
-            format!("cannot read {}: {e}; check the path", path.display()),
-        ));
-    }
-    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+    let pem = read_pem("key_file", path)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
         error(
             "key_file",
             format!(

@@ -36,6 +36,7 @@ use tracing::{debug, info, warn};
 use super::tls::{self, Material, TlsError};
 use super::webconfig::TlsSettings;
 use crate::exporter::families::{unit, Family};
+use crate::files::{read_bounded, MAX_PEM_BYTES};
 
 /// How often the files are checked.
 pub const CHECK_INTERVAL: Duration = Duration::from_secs(1);
@@ -64,7 +65,7 @@ impl Fingerprint {
         Fingerprint(
             paths
                 .iter()
-                .map(|path| match std::fs::read(path) {
+                .map(|path| match read_bounded(path, MAX_PEM_BYTES) {
                     Ok(bytes) => {
                         let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
                         let mut sum = [0u8; 32];

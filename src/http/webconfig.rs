@@ -195,21 +195,25 @@ impl WebSecurity {
         }
     }
 
-    /// Reads, checks and prepares `path`. Every problem is returned, each
-    /// naming the file, the line where it can be found, and the field.
+    /// Reads (at most [`crate::files::MAX_CONFIG_BYTES`]), checks and
+    /// prepares `path`. Every problem is returned, each naming the file,
+    /// the line where it can be found, and the field. A file that cannot
+    /// be read is a problem without a line: see [`load_chosen`] for one
+    /// reported where the configuration names it.
     pub fn load(path: &Path) -> Result<WebSecurity, Vec<Problem>> {
         let shown = path.display().to_string();
-        let source = std::fs::read_to_string(path).map_err(|error| {
-            vec![Problem {
-                file: shown.clone(),
-                line: None,
-                column: None,
-                field: String::new(),
-                message: format!(
-                    "cannot read the web configuration file: {error}; check --web-config or server.web_config"
-                ),
-            }]
-        })?;
+        let source = crate::files::read_bounded_string(path, crate::files::MAX_CONFIG_BYTES)
+            .map_err(|error| {
+                vec![Problem {
+                    file: shown.clone(),
+                    line: None,
+                    column: None,
+                    field: String::new(),
+                    message: format!(
+                        "cannot load the web configuration file: {error} (check --web-config or server.web_config)"
+                    ),
+                }]
+            })?;
         let base = path.parent().unwrap_or(Path::new(""));
         WebSecurity::parse(&source, &shown, base)
     }
@@ -234,10 +238,17 @@ impl WebSecurity {
                     Some((head, _)) if location.is_some() => head.to_string(),
                     _ => message,
                 };
+                // Without a place (rare), the end of the file: where the
+                // parser gave up.
+                let (line, column) = location
+                    .as_ref()
+                    .map_or((source.lines().count().max(1), 1), |l| {
+                        (l.line(), l.column())
+                    });
                 return Err(vec![Problem {
                     file: file.to_string(),
-                    line: location.as_ref().map(|l| l.line()),
-                    column: location.as_ref().map(|l| l.column()),
+                    line: Some(line),
+                    column: Some(column),
                     field: String::new(),
                     message: if message.contains("expected") {
                         message
@@ -303,6 +314,39 @@ pub fn choose_file(
     Some(resolve(base, &configured.to_string_lossy()))
 }
 
+/// The web configuration in effect, loaded: `--web-config` (`flag`) or
+/// `server.web_config` of the configuration file `config_file`; `None`
+/// when neither names one. A file named by `server.web_config` that cannot
+/// be read is reported at that key's line and column in the configuration
+/// file, so that `validate` points at what to fix.
+pub fn load_chosen(
+    flag: Option<&Path>,
+    config_file: Option<&Path>,
+    server: &crate::config::ServerConfig,
+) -> Option<(PathBuf, Result<WebSecurity, Vec<Problem>>)> {
+    let file = choose_file(flag, config_file, server.web_config.as_deref())?;
+    let loaded = WebSecurity::load(&file).map_err(|mut problems| {
+        if let (None, Some(config), Some(at), [only]) = (
+            flag,
+            config_file,
+            server.web_config_at,
+            problems.as_mut_slice(),
+        ) {
+            if only.line.is_none() {
+                *only = Problem {
+                    file: config.display().to_string(),
+                    line: Some(at.line),
+                    column: Some(at.column),
+                    field: "server.web_config".to_string(),
+                    message: only.message.clone(),
+                };
+            }
+        }
+        problems
+    });
+    Some((file, loaded))
+}
+
 /// Resolves a path written in a configuration file: relative paths are
 /// relative to that file's directory.
 pub fn resolve(base: &Path, written: &str) -> PathBuf {
@@ -321,14 +365,26 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
-    /// Records a problem at the line where the field's last key is written.
+    /// Records a problem at the line where the field's last key is
+    /// written; a field that is not written (a required one) is reported
+    /// at its section, and failing all, at the start of the file.
     fn problem(&mut self, field: &str, message: &str) {
-        let key = field.rsplit('.').next().unwrap_or(field);
-        let (line, column) = locate(self.source, key).unzip();
+        self.problem_near(field, &[], message);
+    }
+
+    /// [`Checker::problem`], at the first of `keys` that is written (the
+    /// other field of a check between two), else where `problem` would.
+    fn problem_near(&mut self, field: &str, keys: &[&str], message: &str) {
+        let (line, column) = keys
+            .iter()
+            .copied()
+            .chain(field.split('.').rev())
+            .find_map(|key| locate(self.source, key))
+            .unwrap_or((1, 1));
         self.problems.push(Problem {
             file: self.file.to_string(),
-            line,
-            column,
+            line: Some(line),
+            column: Some(column),
             field: field.to_string(),
             message: message.to_string(),
         });
@@ -377,8 +433,9 @@ impl Checker<'_> {
             }
         };
         if client_auth.verifies() && client_ca_file.is_none() {
-            self.problem(
+            self.problem_near(
                 "tls_server_config.client_ca_file",
+                &["client_auth_type"],
                 &format!("is required with client_auth_type {client_auth:?}: give the PEM file of the CA that signs the client certificates"),
             );
         }

@@ -441,10 +441,14 @@ fn parse_call(function: &str, args: &[&str], text: &str) -> Result<Condition, St
         }
         "stale" => {
             let arg = one()?;
+            let limits = crate::config::limits::STALE_AGE;
             match humantime::parse_duration(arg) {
-                Ok(max_age) if !max_age.is_zero() => Ok(Condition::Stale { max_age }),
+                Ok(max_age) if (limits.min..=limits.max).contains(&max_age) => {
+                    Ok(Condition::Stale { max_age })
+                }
                 _ => Err(format!(
-                    "\"{arg}\" is not a positive duration; write it like \"30s\" or \"2m\""
+                    "\"{arg}\" is not a positive duration (the range is {}); write it like \"30s\" or \"2m\"",
+                    limits.describe()
                 )),
             }
         }

@@ -32,6 +32,7 @@ use super::builtin::builtin_rules;
 use super::condition::Condition;
 use super::rule::{Rule, Severity};
 use super::template::Template;
+use crate::config::limits::{self, show_duration, Limits};
 use crate::config::Problem;
 
 /// Labels the engine sets itself; a rule may not set them.
@@ -41,9 +42,9 @@ pub const RESERVED_LABELS: &[&str] = &["alertname", "severity", "host", "gpu", "
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRules {
-    /// The entries.
+    /// The entries, each with where its table starts.
     #[serde(default)]
-    pub rules: Vec<RawRule>,
+    pub rules: Vec<Spanned<RawRule>>,
 }
 
 /// One `[[rules]]` entry as written.
@@ -75,14 +76,14 @@ pub struct RawRule {
 /// set: the built-in pack with the file's changes, then the file's own rules.
 pub fn parse_rules(source: &str, file: &str) -> Result<Vec<Rule>, Vec<Problem>> {
     let raw: RawRules = toml::from_str(source).map_err(|error| {
-        let span = error.span();
-        let (line, column) = span.as_ref().map(|s| line_column(source, s.start)).unzip();
-        let field = span.map_or(String::new(), |s| entry_path(source, s.start));
+        // Without a place, the end of the file: where the parser gave up.
+        let offset = error.span().map_or(source.len(), |s| s.start);
+        let (line, column) = line_column(source, offset);
         vec![Problem {
             file: file.to_string(),
-            line,
-            column,
-            field,
+            line: Some(line),
+            column: Some(column),
+            field: entry_path(source, offset),
             message: error.message().trim().to_string(),
         }]
     })?;
@@ -93,7 +94,7 @@ pub fn parse_rules(source: &str, file: &str) -> Result<Vec<Rule>, Vec<Problem>> 
 /// `source` being that file's text for line numbers) into the effective
 /// rule set: built-ins with changes applied, then the user's rules.
 pub fn rules_from_raw(
-    raw: Vec<RawRule>,
+    raw: Vec<Spanned<RawRule>>,
     file: &str,
     source: &str,
 ) -> Result<Vec<Rule>, Vec<Problem>> {
@@ -107,8 +108,10 @@ pub fn rules_from_raw(
     let mut seen = BTreeSet::new();
     for (i, entry) in raw.into_iter().enumerate() {
         let at = |field: &str| format!("rules[{i}].{field}");
+        let table = entry.span();
+        let entry = entry.into_inner();
         let Some(name) = entry.name.as_ref() else {
-            v.problem(&format!("rules[{i}]"), None, "\"name\" is required");
+            v.problem(&format!("rules[{i}]"), Some(table), "\"name\" is required");
             continue;
         };
         let name_text = name.get_ref().trim().to_string();
@@ -146,8 +149,12 @@ pub fn rules_from_raw(
             );
             continue;
         }
-        let for_ = v.duration(&at("for"), entry.for_.as_ref());
-        let keep_firing_for = v.duration(&at("keep_firing_for"), entry.keep_firing_for.as_ref());
+        let for_ = v.duration(&at("for"), entry.for_.as_ref(), &limits::RULE_FOR);
+        let keep_firing_for = v.duration(
+            &at("keep_firing_for"),
+            entry.keep_firing_for.as_ref(),
+            &limits::RULE_KEEP_FIRING_FOR,
+        );
         let severity = entry.severity.as_ref().and_then(|s| {
             let parsed = Severity::parse(s.get_ref());
             if parsed.is_none() {
@@ -251,6 +258,11 @@ pub fn rules_from_raw(
 /// A clear threshold must belong to a comparison with a direction and lie
 /// on the far side of its threshold.
 fn check_clear(condition: &Condition, clear: f64) -> Result<(), String> {
+    if !clear.is_finite() {
+        return Err(format!(
+            "{clear} is not a number to compare with; write one such as 80"
+        ));
+    }
     let Condition::Compare { op, threshold, .. } = condition else {
         return Err(format!(
             "a clear threshold needs a comparison condition such as \"temperature > 85\", not \"{condition}\""
@@ -297,13 +309,31 @@ impl Checker<'_> {
         });
     }
 
-    fn duration(&mut self, field: &str, value: Option<&Spanned<String>>) -> Option<Duration> {
+    /// A duration within `limits`.
+    fn duration(
+        &mut self,
+        field: &str,
+        value: Option<&Spanned<String>>,
+        limits: &Limits<Duration>,
+    ) -> Option<Duration> {
         let value = value?;
         let text = value.get_ref().trim();
         if text == "0" {
             return Some(Duration::ZERO);
         }
         match humantime::parse_duration(text) {
+            Ok(d) if d > limits.max => {
+                self.problem(
+                    field,
+                    Some(value.span()),
+                    &format!(
+                        "\"{text}\" is too long; use at most {} (the range is {})",
+                        show_duration(limits.max),
+                        limits.describe()
+                    ),
+                );
+                None
+            }
             Ok(d) => Some(d),
             Err(error) => {
                 self.problem(

@@ -230,3 +230,114 @@ fn the_example_file_is_valid_but_for_its_certificate_paths() {
     assert!(security.tls.is_some() && security.auth.is_some());
     assert_eq!(security.headers.len(), 2);
 }
+
+#[test]
+fn every_problem_has_a_line_and_column_missing_fields_at_their_section() {
+    let dir = tempfile::tempdir().expect("dir");
+    write_cert(dir.path(), "server");
+    // cert_file and key_file are not written: their section's line.
+    let found = problems(
+        "basic_auth_users: {}\ntls_server_config:\n  min_version: TLS12\n",
+        dir.path(),
+    );
+    assert_eq!(
+        fields(&found),
+        ["tls_server_config.cert_file", "tls_server_config.key_file"]
+    );
+    for p in &found {
+        assert_eq!((p.line, p.column), (Some(2), Some(1)), "{p}");
+    }
+    // A CA required by client_auth_type: that key's line.
+    let found = problems(
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_auth_type: RequireAndVerifyClientCert\n",
+        dir.path(),
+    );
+    assert_eq!(fields(&found), ["tls_server_config.client_ca_file"]);
+    assert_eq!((found[0].line, found[0].column), (Some(4), Some(3)));
+    // Syntax errors and every other check carry a place too.
+    for source in [
+        "tls_server_config: [\n",
+        "basic_auth_users:\n  'x': nope\n",
+        "tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n  min_version: TLS10\n",
+        "http_server_config:\n  headers:\n    Server: x\n",
+    ] {
+        for p in problems(source, dir.path()) {
+            assert!(p.line.is_some() && p.column.is_some(), "{source}: {p:?}");
+        }
+    }
+}
+
+#[test]
+fn certificate_files_that_are_devices_or_fifos_are_refused_not_read() {
+    let dir = tempfile::tempdir().expect("dir");
+    write_cert(dir.path(), "server");
+    let fifo = dir.path().join("key.fifo");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo (coreutils) runs");
+    assert!(status.success());
+    let found = problems(
+        "tls_server_config:\n  cert_file: /dev/zero\n  key_file: key.fifo\n",
+        dir.path(),
+    );
+    assert_eq!(
+        fields(&found),
+        ["tls_server_config.cert_file", "tls_server_config.key_file"],
+        "{found:?}"
+    );
+    assert!(
+        found[0].message.contains("/dev/zero is a character device"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].message.contains("is a FIFO (named pipe)"),
+        "{found:?}"
+    );
+    // A symlink to a good pair (certbot's live/ directory) is followed.
+    std::os::unix::fs::symlink(dir.path().join("server.crt"), dir.path().join("live.crt"))
+        .expect("symlink");
+    WebSecurity::parse(
+        "tls_server_config:\n  cert_file: live.crt\n  key_file: server.key\n",
+        "web.yml",
+        dir.path(),
+    )
+    .unwrap_or_else(|p| panic!("{p:#?}"));
+}
+
+#[test]
+fn an_unreadable_web_config_is_reported_where_the_configuration_names_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let toml = dir.path().join("gpuwatch.toml");
+    let source = "[server]\nlisten = \"127.0.0.1:0\"\nweb_config = \"/dev/zero\"\n";
+    let config = crate::config::Config::parse(source, &toml.display().to_string()).expect("valid");
+    let Some((file, Err(found))) = load_chosen(None, Some(&toml), &config.server) else {
+        panic!("/dev/zero is not a web configuration");
+    };
+    assert_eq!(file, Path::new("/dev/zero"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    let shown = found[0].to_string();
+    assert!(
+        shown.starts_with(&format!("{}:3:14: server.web_config: cannot load the web configuration file: /dev/zero is a character device", toml.display())),
+        "{shown}"
+    );
+    // Named by the flag, the problem is the file's own.
+    let Some((_, Err(found))) =
+        load_chosen(Some(Path::new("/dev/zero")), Some(&toml), &config.server)
+    else {
+        panic!("/dev/zero is not a web configuration");
+    };
+    assert_eq!(found[0].file, "/dev/zero");
+    // Too large.
+    let big = dir.path().join("web.yml");
+    std::fs::write(
+        &big,
+        vec![b'#'; (crate::files::MAX_CONFIG_BYTES + 1) as usize],
+    )
+    .expect("write");
+    let found = WebSecurity::load(&big).expect_err("too large");
+    assert!(
+        found[0].message.contains("is larger than 1048576 bytes"),
+        "{found:?}"
+    );
+}

@@ -1,0 +1,203 @@
+//! The range every numeric setting accepts: one constant per setting, so
+//! that the validator, the README's configuration reference (a test
+//! compares them) and the messages all say the same.
+//!
+//! Why ranges at all: a value the file format accepts may still break the
+//! agent. `server.max_connections = 2305843009213693952` panicked the HTTP
+//! task (tokio's semaphore holds at most `usize::MAX >> 3` permits), a
+//! `history.queue` as large exited the process, and a duration of a
+//! billion years overflows the first `Instant` it is added to. The bounds
+//! below are wide enough for every sane setup and narrow enough that
+//! nothing downstream overflows or allocates without bound.
+
+use std::time::Duration;
+
+/// An inclusive range of values one setting accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits<T> {
+    /// The key as the README's configuration reference writes it, e.g.
+    /// `sampler.interval` or `receivers[].timeout`.
+    pub key: &'static str,
+    /// The smallest value accepted.
+    pub min: T,
+    /// The largest value accepted.
+    pub max: T,
+}
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+const fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+const MINUTE: u64 = 60;
+const HOUR: u64 = 3600;
+const DAY: u64 = 86_400;
+const MIB: u64 = 1 << 20;
+const TIB: u64 = 1 << 40;
+
+const fn durations(key: &'static str, min: Duration, max: Duration) -> Limits<Duration> {
+    Limits { key, min, max }
+}
+
+const fn numbers(key: &'static str, min: u64, max: u64) -> Limits<u64> {
+    Limits { key, min, max }
+}
+
+/// `server.max_connections`: requests served at once. Each holds a task
+/// and its buffers; 1024 is far more than Prometheus and a few browsers need.
+pub const MAX_CONNECTIONS: Limits<u64> = numbers("server.max_connections", 1, 1024);
+/// `server.request_timeout`.
+pub const REQUEST_TIMEOUT: Limits<Duration> =
+    durations("server.request_timeout", ms(100), secs(10 * MINUTE));
+/// `sampler.interval`: the fast tier.
+pub const SAMPLER_INTERVAL: Limits<Duration> =
+    durations("sampler.interval", ms(100), secs(10 * MINUTE));
+/// `sampler.slow_interval`; also at least `sampler.interval`.
+pub const SLOW_INTERVAL: Limits<Duration> = durations("sampler.slow_interval", ms(100), secs(HOUR));
+/// `sampler.process_interval`; also at least `sampler.interval`.
+pub const PROCESS_INTERVAL: Limits<Duration> =
+    durations("sampler.process_interval", ms(100), secs(HOUR));
+/// `sampler.timeout`.
+pub const SAMPLER_TIMEOUT: Limits<Duration> =
+    durations("sampler.timeout", ms(100), secs(10 * MINUTE));
+/// `sampler.process_top_n`: per-process series per GPU (0: all summed
+/// into `pid="other"`); bounds the series count.
+pub const PROCESS_TOP_N: Limits<u64> = numbers("sampler.process_top_n", 0, 1000);
+/// `history.batch_interval`.
+pub const BATCH_INTERVAL: Limits<Duration> =
+    durations("history.batch_interval", secs(1), secs(10 * MINUTE));
+/// `history.raw_retention`.
+pub const RAW_RETENTION: Limits<Duration> =
+    durations("history.raw_retention", secs(MINUTE), secs(3650 * DAY));
+/// `history.minute_retention`.
+pub const MINUTE_RETENTION: Limits<Duration> =
+    durations("history.minute_retention", secs(HOUR), secs(3650 * DAY));
+/// `history.hour_retention`.
+pub const HOUR_RETENTION: Limits<Duration> =
+    durations("history.hour_retention", secs(DAY), secs(3650 * DAY));
+/// `history.max_size`, in bytes.
+pub const HISTORY_MAX_SIZE: Limits<u64> = numbers("history.max_size", MIB, 64 * TIB);
+/// `history.queue`: snapshots waiting for the writer, each held in memory.
+pub const HISTORY_QUEUE: Limits<u64> = numbers("history.queue", 1, 1000);
+/// `capacity.memory_margin`, in bytes.
+pub const MEMORY_MARGIN: Limits<u64> = numbers("capacity.memory_margin", 0, TIB);
+/// `capacity.alert_for`.
+pub const CAPACITY_ALERT_FOR: Limits<Duration> =
+    durations("capacity.alert_for", Duration::ZERO, secs(30 * DAY));
+/// `profiles[].memory`, in bytes.
+pub const PROFILE_MEMORY: Limits<u64> = numbers("profiles[].memory", 1, TIB);
+/// `kubernetes.refresh_interval`.
+pub const KUBELET_REFRESH: Limits<Duration> =
+    durations("kubernetes.refresh_interval", ms(100), secs(HOUR));
+/// `kubernetes.timeout`.
+pub const KUBELET_TIMEOUT: Limits<Duration> = durations("kubernetes.timeout", ms(10), secs(MINUTE));
+/// `receivers[].timeout` (every type).
+pub const RECEIVER_TIMEOUT: Limits<Duration> =
+    durations("receivers[].timeout", ms(100), secs(10 * MINUTE));
+/// `receivers[].retry_min`.
+pub const RETRY_MIN: Limits<Duration> = durations("receivers[].retry_min", ms(10), secs(HOUR));
+/// `receivers[].retry_max`; also at least `retry_min`.
+pub const RETRY_MAX: Limits<Duration> = durations("receivers[].retry_max", ms(10), secs(DAY));
+/// `receivers[].resend_interval` (Alertmanager).
+pub const RESEND_INTERVAL: Limits<Duration> =
+    durations("receivers[].resend_interval", secs(1), secs(HOUR));
+/// `receivers[].repeat_interval` ("0", "off" or "never" turn repeats off).
+pub const REPEAT_INTERVAL: Limits<Duration> =
+    durations("receivers[].repeat_interval", secs(1), secs(30 * DAY));
+/// `receivers[].group_wait` ("0" or "off": no grouping): grouping is for
+/// alerts that fire together, not a digest.
+pub const GROUP_WAIT: Limits<Duration> =
+    durations("receivers[].group_wait", ms(100), secs(10 * MINUTE));
+/// `rules[].for`.
+pub const RULE_FOR: Limits<Duration> = durations("rules[].for", Duration::ZERO, secs(30 * DAY));
+/// `rules[].keep_firing_for`.
+pub const RULE_KEEP_FIRING_FOR: Limits<Duration> =
+    durations("rules[].keep_firing_for", Duration::ZERO, secs(30 * DAY));
+/// `stale(...)` in a rule's condition.
+pub const STALE_AGE: Limits<Duration> = durations("stale(...)", ms(1), secs(30 * DAY));
+
+/// Every duration setting, for the README check.
+pub const DURATIONS: &[Limits<Duration>] = &[
+    REQUEST_TIMEOUT,
+    SAMPLER_INTERVAL,
+    SLOW_INTERVAL,
+    PROCESS_INTERVAL,
+    SAMPLER_TIMEOUT,
+    BATCH_INTERVAL,
+    RAW_RETENTION,
+    MINUTE_RETENTION,
+    HOUR_RETENTION,
+    CAPACITY_ALERT_FOR,
+    KUBELET_REFRESH,
+    KUBELET_TIMEOUT,
+    RECEIVER_TIMEOUT,
+    RETRY_MIN,
+    RETRY_MAX,
+    RESEND_INTERVAL,
+    REPEAT_INTERVAL,
+    GROUP_WAIT,
+    RULE_FOR,
+    RULE_KEEP_FIRING_FOR,
+    STALE_AGE,
+];
+
+/// Every whole-number setting, for the README check.
+pub const COUNTS: &[Limits<u64>] = &[MAX_CONNECTIONS, PROCESS_TOP_N, HISTORY_QUEUE];
+
+/// Every size setting (bytes), for the README check.
+pub const SIZES: &[Limits<u64>] = &[HISTORY_MAX_SIZE, MEMORY_MARGIN, PROFILE_MEMORY];
+
+impl Limits<Duration> {
+    /// "100ms to 10m", as the README and the messages write it.
+    pub fn describe(&self) -> String {
+        format!("{} to {}", show_duration(self.min), show_duration(self.max))
+    }
+}
+
+impl Limits<u64> {
+    /// "1 to 1024".
+    pub fn describe_count(&self) -> String {
+        format!("{} to {}", self.min, self.max)
+    }
+
+    /// "1MiB to 64TiB".
+    pub fn describe_size(&self) -> String {
+        format!("{} to {}", show_size(self.min), show_size(self.max))
+    }
+}
+
+/// A duration in its largest whole unit, as `humantime` reads it back:
+/// "100ms", "10m", "3650d", "0s".
+pub fn show_duration(d: Duration) -> String {
+    let millis = d.as_millis();
+    if millis == 0 {
+        return "0s".to_string();
+    }
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+    ] {
+        if millis.is_multiple_of(size) {
+            return format!("{}{unit}", millis / size);
+        }
+    }
+    format!("{millis}ms")
+}
+
+/// A size in its largest whole binary unit: "1MiB", "64TiB", "0B".
+pub fn show_size(bytes: u64) -> String {
+    if bytes == 0 {
+        return "0B".to_string();
+    }
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes.trailing_zeros() >= shift {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes}B")
+}
