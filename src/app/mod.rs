@@ -184,6 +184,7 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
         slow_interval: config.sampler.slow_interval,
         process_interval: config.sampler.process_interval,
         proc_root: source.proc_root.clone(),
+        command_lines: config.sampler.process_command_line,
         hostname: hostname(&config),
         pods,
     };
@@ -546,7 +547,8 @@ fn validate_config(config: Option<&Path>) -> anyhow::Result<bool> {
 fn one_sample(options: &SourceOptions, config: &Config) -> anyhow::Result<crate::gpu::Snapshot> {
     let source = resolve_source(options, config)?;
     let driver = Driver::open(source.library.as_deref())?;
-    let names = ProcessNames::new(source.proc_root);
+    let names =
+        ProcessNames::new(source.proc_root).with_command_lines(config.sampler.process_command_line);
     let mut reader = NodeReader::new(&driver, hostname(config), names);
     if let Some(pods) = ask_kubelet_once(config) {
         reader.set_pod_allocations(Arc::new(pods));

@@ -116,6 +116,10 @@ pub struct SamplerConfig {
     /// Processes per GPU exported with their own series (the largest by
     /// memory); the rest are summed into one `pid="other"` series.
     pub process_top_n: usize,
+    /// Whether process command lines are read from /proc and exported
+    /// (masked); off by default, since command lines carry secrets that
+    /// masking cannot all recognise, and the name is enough for most.
+    pub process_command_line: bool,
     /// Host name to report; `None` for the machine's.
     pub hostname: Option<String>,
 }
@@ -426,6 +430,7 @@ impl Config {
                 nvml_library: sampler.nvml_library,
                 proc_root_configured: sampler.proc_root,
                 process_top_n: sampler.process_top_n.map_or(10, Spanned::into_inner),
+                process_command_line: sampler.process_command_line.unwrap_or(false),
                 hostname: sampler.hostname.filter(|h| !h.trim().is_empty()),
             },
             log: LogConfig { level, format },

@@ -162,6 +162,8 @@ pub struct RawSampler {
     pub proc_root: Option<PathBuf>,
     /// Per-process series per GPU.
     pub process_top_n: Option<Spanned<usize>>,
+    /// Export command lines (masked) too.
+    pub process_command_line: Option<bool>,
     /// Host name override.
     pub hostname: Option<String>,
 }
