@@ -10,6 +10,8 @@
 pub mod cgroup;
 pub mod cmdline;
 pub mod procnames;
+#[cfg(test)]
+mod proptests;
 pub mod reader;
 pub mod xid;
 
