@@ -137,9 +137,14 @@ fn hostname(config: &Config) -> String {
 fn init_logging(config: &Config) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
+    // A log line that cannot be written (stderr closed: `gpuwatch run 2>&1 |
+    // head`, a log collector gone) is dropped. By default tracing reports
+    // that with `eprintln!`, which panics on the same closed stderr and
+    // would take the agent down.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     let _ = match config.log.format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
