@@ -340,7 +340,8 @@ pub struct MigInstance {
 /// What /proc tells about a process: for people asking "who is this?".
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct HostProcess {
-    /// Command line, arguments joined by spaces (cut at 256 characters).
+    /// Command line, arguments joined by spaces, secrets masked, cut at 256
+    /// characters; `None` unless `sampler.process_command_line` is on.
     pub command: Option<String>,
     /// User name of the real uid, or the uid as a number when the passwd
     /// file does not know it.
