@@ -14,8 +14,12 @@
 //! scheme://user:pass@host  anywhere in an argument, any scheme                 → scheme://user:***@host
 //! scheme://token@host                                                          → scheme://***@host
 //! Authorization: Bearer x  (any case; also Basic, Digest, Token, Negotiate)    → Authorization: Bearer ***
+//! Authorization: Other a b  (every word of the value but a scheme's name)      → Authorization: *** *** ***
 //! bearer x  (any case)                                                         → bearer ***
 //! ```
+//!
+//! A hidden value still counts for what follows it (`-p -Ddb.pass x` hides
+//! `x` too).
 //!
 //! A name looks secret when one of its words (split at `-`, `_`, `.`, `;`
 //! and other punctuation) contains `password`, `passwd`, `passphrase`,
