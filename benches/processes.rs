@@ -112,7 +112,7 @@ fn main() {
     let mut reader = NodeReader::new(
         &driver,
         "bench".into(),
-        ProcessNames::new(Some(proc.clone())),
+        ProcessNames::new(Some(proc.clone())).with_command_lines(true),
     );
     let snapshot = reader.tick(Tiers::ALL, None);
     assert!(
@@ -177,7 +177,8 @@ fn main() {
     // First sight of a process: the /proc reads.
     let mut cold = Vec::new();
     for _ in 0..rounds.min(200) {
-        let mut names = ProcessNames::new(Some(proc.clone()));
+        // Command lines on: the dearer case (one more file, and masking).
+        let mut names = ProcessNames::new(Some(proc.clone())).with_command_lines(true);
         let c0 = thread_cpu();
         for &pid in &pids {
             std::hint::black_box(names.lookup(pid, |_| None));

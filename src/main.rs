@@ -276,8 +276,31 @@ impl From<SourceArgs> for SourceOptions {
     }
 }
 
+/// Lets a closed standard output end a printing command the way it ends
+/// `cat` or `ls`: killed by SIGPIPE, quietly (status 141 in a shell), instead
+/// of a panic ("failed printing to stdout: Broken pipe") with status 101.
+///
+/// The Rust runtime ignores SIGPIPE, so a write to a closed pipe fails with
+/// EPIPE and `println!` panics on it. Restoring the default disposition is
+/// one mechanism for every printing path: our own output, clap's, and what
+/// is added later. `run` keeps ignoring SIGPIPE (the agent must never die
+/// because something it writes to went away). Sockets are not affected: the
+/// standard library writes to TCP and Unix sockets with MSG_NOSIGNAL, so a
+/// client command still sees a hung-up server as an error.
+fn die_quietly_on_closed_stdout() {
+    // SAFETY: `signal` with SIG_DFL has no preconditions; it runs at the start
+    // of `main`, before any thread that could be writing exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    // clap swallows EPIPE while printing --help and --version.
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Run { .. }) {
+        die_quietly_on_closed_stdout();
+    }
     let result = match cli.command {
         Command::Run {
             source,

@@ -367,6 +367,34 @@ fn status_prints_a_table_and_json() {
     );
 }
 
+/// NVML error counts are keyed by (function, error): in JSON they are a
+/// list, since a pair cannot be an object key (`status --json` and
+/// /api/v1/snapshot failed with "key must be a string" once a call failed).
+#[test]
+fn status_json_holds_the_nvml_error_counts() {
+    let scenario = fixture("scenarios/golden-full.toml");
+    let (code, out, err) = run_cli(
+        &[
+            "status",
+            "--simulate",
+            scenario.to_str().expect("utf-8 path"),
+            "--json",
+        ],
+        &[("GPUWATCH_SIM_TIME", "10")],
+    );
+    assert_eq!(code, 0, "{err}");
+    let snapshot: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let errors = snapshot["collection"]["nvml_errors"]
+        .as_array()
+        .expect("a list of NVML error counts");
+    assert!(!errors.is_empty(), "golden-full loses a GPU: {out}");
+    for error in errors {
+        assert!(error["function"].is_string(), "{error}");
+        assert!(error["error"].is_string(), "{error}");
+        assert!(error["count"].as_u64().is_some_and(|n| n > 0), "{error}");
+    }
+}
+
 #[test]
 fn help_and_version() {
     let (code, help, _) = run_cli(&["--help"], &[]);

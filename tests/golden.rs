@@ -42,7 +42,7 @@ fn scrape_golden() -> Metrics {
     std::fs::write(
         &config,
         format!(
-            "[history]\nbatch_interval = \"1s\"\n[sampler]\nproc_root = {:?}\nprocess_top_n = 1\n\
+            "[history]\nbatch_interval = \"1s\"\n[sampler]\nproc_root = {:?}\nprocess_top_n = 1\nprocess_command_line = true\n\
              [kubernetes]\npod_resources_socket = {:?}\n\
              [capacity]\nmemory_margin = \"1GiB\"\n\
              [[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n\

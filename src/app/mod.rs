@@ -127,9 +127,14 @@ fn hostname(config: &Config) -> String {
 fn init_logging(config: &Config) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
+    // A log line that cannot be written (stderr closed: `gpuwatch run 2>&1 |
+    // head`, a log collector gone) is dropped. By default tracing reports
+    // that with `eprintln!`, which panics on the same closed stderr and
+    // would take the agent down.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     let _ = match config.log.format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
@@ -174,6 +179,7 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
         slow_interval: config.sampler.slow_interval,
         process_interval: config.sampler.process_interval,
         proc_root: source.proc_root.clone(),
+        command_lines: config.sampler.process_command_line,
         hostname: hostname(&config),
         pods,
     };
@@ -474,7 +480,8 @@ fn validate_config(config: Option<&Path>) -> anyhow::Result<bool> {
 fn one_sample(options: &SourceOptions, config: &Config) -> anyhow::Result<crate::gpu::Snapshot> {
     let source = resolve_source(options, config)?;
     let driver = Driver::open(source.library.as_deref())?;
-    let names = ProcessNames::new(source.proc_root);
+    let names =
+        ProcessNames::new(source.proc_root).with_command_lines(config.sampler.process_command_line);
     let mut reader = NodeReader::new(&driver, hostname(config), names);
     if let Some(pods) = ask_kubelet_once(config) {
         reader.set_pod_allocations(Arc::new(pods));

@@ -163,6 +163,8 @@ pub struct RawSampler {
     pub proc_root: Option<PathBuf>,
     /// Per-process series per GPU.
     pub process_top_n: Option<Spanned<i64>>,
+    /// Export command lines (masked) too.
+    pub process_command_line: Option<bool>,
     /// Host name override.
     pub hostname: Option<Spanned<String>>,
 }

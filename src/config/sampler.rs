@@ -29,6 +29,10 @@ pub struct SamplerConfig {
     /// Processes per GPU exported with their own series (the largest by
     /// memory); the rest are summed into one `pid="other"` series.
     pub process_top_n: usize,
+    /// Whether process command lines are read from /proc and exported
+    /// (masked); off by default, since command lines carry secrets that
+    /// masking cannot all recognise, and the name is enough for most.
+    pub process_command_line: bool,
     /// Host name to report; `None` for the machine's.
     pub hostname: Option<String>,
 }
@@ -117,6 +121,7 @@ impl Validator<'_> {
             nvml_library: sampler.nvml_library,
             proc_root_configured: sampler.proc_root,
             process_top_n: usize::try_from(process_top_n).unwrap_or(10),
+            process_command_line: sampler.process_command_line.unwrap_or(false),
             hostname: sampler
                 .hostname
                 .filter(|h| self.no_control("sampler.hostname", h.span(), "host name", h.get_ref()))

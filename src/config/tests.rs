@@ -369,3 +369,20 @@ fn grouping_is_refused_for_email_receivers_where_it_is_not_built() {
     let without = source.replace("group_wait = \"30s\"\n", "");
     assert!(Config::parse(&without, "mail.toml").is_ok());
 }
+
+#[test]
+fn command_lines_are_off_unless_switched_on() {
+    assert!(!Config::default().sampler.process_command_line);
+    let on = Config::parse("[sampler]\nprocess_command_line = true\n", "on.toml").expect("valid");
+    assert!(on.sampler.process_command_line);
+    let Err(ConfigError::Invalid(problems)) =
+        Config::parse("[sampler]\nprocess_command_line = \"yes\"\n", "bad.toml")
+    else {
+        panic!("a string is not a switch");
+    };
+    let text = problems[0].to_string();
+    assert!(
+        text.starts_with("bad.toml:2:") && text.contains("expected a boolean"),
+        "{text}"
+    );
+}

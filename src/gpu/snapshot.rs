@@ -58,7 +58,9 @@ pub struct CollectionStats {
     /// Ticks completed since start.
     pub ticks: u64,
     /// NVML errors since start, by (NVML function, error name). Unsupported
-    /// readings are not errors and are not counted here.
+    /// readings are not errors and are not counted here. In JSON a list of
+    /// `{function, error, count}` (a JSON object's keys cannot be pairs).
+    #[serde(serialize_with = "error_counts")]
     pub nvml_errors: Arc<BTreeMap<(String, String), u64>>,
 }
 
@@ -338,7 +340,8 @@ pub struct MigInstance {
 /// What /proc tells about a process: for people asking "who is this?".
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct HostProcess {
-    /// Command line, arguments joined by spaces (cut at 256 characters).
+    /// Command line, arguments joined by spaces, secrets masked, cut at 256
+    /// characters; `None` unless `sampler.process_command_line` is on.
     pub command: Option<String>,
     /// User name of the real uid, or the uid as a number when the passwd
     /// file does not know it.
@@ -503,4 +506,23 @@ fn unix_seconds<S: serde::Serializer>(time: &SystemTime, s: S) -> Result<S::Ok, 
 
 fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
+}
+
+/// One NVML error count in JSON.
+#[derive(Serialize)]
+struct ErrorCount<'a> {
+    function: &'a str,
+    error: &'a str,
+    count: u64,
+}
+
+fn error_counts<S: serde::Serializer>(
+    errors: &Arc<BTreeMap<(String, String), u64>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(errors.iter().map(|((function, error), count)| ErrorCount {
+        function,
+        error,
+        count: *count,
+    }))
 }

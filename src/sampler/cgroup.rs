@@ -76,10 +76,15 @@ fn container_segment(segment: &str, parent: &str) -> Option<(String, Option<Cont
     Some((name.to_string(), runtime))
 }
 
+/// Longest container id taken: docker, containerd, CRI-O and podman ids
+/// are 64 hex digits (a SHA-256); a longer one is not an id, and would make
+/// an unbounded label.
+pub const CONTAINER_ID_MAX: usize = 64;
+
 /// Container ids are long hex strings (64 digits for docker, containerd,
 /// CRI-O and podman).
 fn is_container_id(text: &str) -> bool {
-    text.len() >= 32 && text.bytes().all(|b| b.is_ascii_hexdigit())
+    (32..=CONTAINER_ID_MAX).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// `pod<uid>` (cgroupfs driver) or `kubepods-<qos>-pod<uid_>.slice`
@@ -179,6 +184,7 @@ mod tests {
             "nonsense",
             "0::/kubepods/burstable/podnot-a-uid/abc\n",
             "0::/docker/abc\n",
+            &format!("0::/docker/{ID}0\n"),
         ] {
             assert_eq!(parse(text), None, "{text:?}");
         }

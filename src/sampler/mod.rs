@@ -8,7 +8,10 @@
 //! keeps being served while its age grows, and the [`watchdog`] says so.
 
 pub mod cgroup;
+pub mod cmdline;
 pub mod procnames;
+#[cfg(test)]
+mod proptests;
 pub mod reader;
 pub mod xid;
 
@@ -82,6 +85,8 @@ pub struct SamplerSettings {
     pub process_interval: Duration,
     /// Where /proc is, for process names; `None` to ask NVML only.
     pub proc_root: Option<PathBuf>,
+    /// Whether process command lines are read (masked) from /proc.
+    pub command_lines: bool,
     /// Host name put into every snapshot.
     pub hostname: String,
     /// The kubelet's device allocations, where the kubelet is asked.
@@ -232,7 +237,8 @@ fn session(
     progress: &Progress,
     stop: &mpsc::Receiver<()>,
 ) -> SessionEnd {
-    let names = ProcessNames::new(settings.proc_root.clone());
+    let names =
+        ProcessNames::new(settings.proc_root.clone()).with_command_lines(settings.command_lines);
     let mut reader = NodeReader::new(driver, settings.hostname.clone(), names);
     if let Some(reason) = reader.driver_failure() {
         return SessionEnd::Restart(reason.to_string());

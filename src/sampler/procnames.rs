@@ -1,22 +1,36 @@
-//! Process names, command lines, users and containers from /proc, cached
-//! per pid.
+//! Process names, users, containers and (when asked for) command lines
+//! from /proc, cached per pid.
 //!
 //! NVML gives pids only; a person wants names, owners and containers.
 //! Reading `/proc/PID/{comm,cmdline,status,cgroup}` costs syscalls, so what
 //! /proc says is cached while the pid stays on a GPU. User names come from
 //! the `etc/passwd` next to the /proc root (`/proc` → `/etc/passwd`,
 //! `/host/proc` → `/host/etc/passwd`), read once.
+//!
+//! What a process writes into /proc is not trusted: every file is read up
+//! to a bound, bytes that are not UTF-8 are replaced (a name is bytes to the
+//! kernel, and `status` repeats it), and control characters become `?`.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::gpu::HostProcess;
 
 use super::cgroup;
+use super::cmdline::{self, printable};
 
-/// Longest command line kept, in characters.
-pub const COMMAND_MAX_CHARS: usize = 256;
+/// Most bytes read of `/proc/PID/comm` (the kernel keeps 16, 64 for kernel
+/// threads).
+const COMM_READ_MAX: usize = 256;
+/// Most bytes read of `/proc/PID/status` (the `Uid:` line is in its first
+/// dozen lines; the whole file is under 2 KiB).
+const STATUS_READ_MAX: usize = 16 * 1024;
+/// Most bytes read of `/proc/PID/cgroup` (one line per hierarchy).
+const CGROUP_READ_MAX: usize = 64 * 1024;
+/// Most bytes read of the passwd file.
+const PASSWD_READ_MAX: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -30,18 +44,28 @@ pub struct ProcessNames {
     /// Where /proc is mounted; `None` disables /proc (the simulator's pids are
     /// not this machine's processes).
     proc_root: Option<PathBuf>,
+    /// Whether command lines are read (`sampler.process_command_line`).
+    command_lines: bool,
     cache: HashMap<u32, Entry>,
     users: Option<HashMap<u32, String>>,
 }
 
 impl ProcessNames {
-    /// A resolver reading `proc_root` (usually `/proc`), or none at all.
+    /// A resolver reading `proc_root` (usually `/proc`), or none at all;
+    /// command lines are not read (see [`ProcessNames::with_command_lines`]).
     pub fn new(proc_root: Option<PathBuf>) -> Self {
         ProcessNames {
             proc_root,
+            command_lines: false,
             cache: HashMap::new(),
             users: None,
         }
+    }
+
+    /// Also reads command lines, masked (see [`super::cmdline`]), when `on`.
+    pub fn with_command_lines(mut self, on: bool) -> Self {
+        self.command_lines = on;
+        self
     }
 
     /// The name of `pid`, asking `fallback` (NVML) when /proc has none.
@@ -68,36 +92,36 @@ impl ProcessNames {
             .as_ref()
             .map(|root| root.join(pid.to_string()));
         let from_proc = dir.as_ref().and_then(|dir| {
-            let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+            let comm = read_text(&dir.join("comm"), COMM_READ_MAX)?;
             let comm = comm.trim();
-            (!comm.is_empty()).then(|| comm.to_string())
+            (!comm.is_empty()).then(|| printable(comm).into_owned())
         });
         let host = dir
             .as_ref()
             .filter(|dir| dir.is_dir())
             .map(|dir| Arc::new(self.host_process(dir)));
-        let entry = Entry {
-            name: from_proc.or_else(|| fallback(pid)),
-            host,
-        };
+        let name = from_proc.or_else(|| fallback(pid).map(|n| printable(&n).into_owned()));
+        let entry = Entry { name, host };
         self.cache.insert(pid, entry.clone());
         (entry.name, entry.host)
     }
 
     fn host_process(&mut self, dir: &Path) -> HostProcess {
-        let command = std::fs::read(dir.join("cmdline"))
-            .ok()
-            .and_then(|raw| command_line(&raw));
-        let user = std::fs::read_to_string(dir.join("status"))
-            .ok()
+        let command = self
+            .command_lines
+            .then(|| read_capped(&dir.join("cmdline"), cmdline::CMDLINE_READ_MAX + 1))
+            .flatten()
+            .and_then(|raw| cmdline::command_line(&raw));
+        // `status` repeats the name, which need not be UTF-8: read it lossily,
+        // or a process named in Latin-1 would have no user.
+        let user = read_text(&dir.join("status"), STATUS_READ_MAX)
             .and_then(|status| real_uid(&status))
             .map(|uid| match self.users().get(&uid) {
                 Some(name) => name.clone(),
                 None => uid.to_string(),
             });
-        let container = std::fs::read_to_string(dir.join("cgroup"))
-            .ok()
-            .and_then(|text| cgroup::parse(&text));
+        let container =
+            read_text(&dir.join("cgroup"), CGROUP_READ_MAX).and_then(|text| cgroup::parse(&text));
         HostProcess {
             command,
             user,
@@ -113,7 +137,7 @@ impl ProcessNames {
                 .and_then(Path::parent)
                 .map(|root| root.join("etc/passwd"))
                 .unwrap_or_else(|| PathBuf::from("/etc/passwd"));
-            std::fs::read_to_string(passwd)
+            read_text(&passwd, PASSWD_READ_MAX)
                 .map(|text| parse_passwd(&text))
                 .unwrap_or_default()
         })
@@ -125,45 +149,18 @@ impl ProcessNames {
     }
 }
 
-/// `/proc/PID/cmdline` (arguments separated by NULs) as one line, cut at
-/// [`COMMAND_MAX_CHARS`]; `None` for kernel threads and zombies (empty).
-pub fn command_line(raw: &[u8]) -> Option<String> {
-    let text = String::from_utf8_lossy(raw);
-    let mut args: Vec<String> = Vec::new();
-    let mut hide_next = false;
-    for arg in text.split('\0').filter(|a| !a.is_empty()) {
-        if std::mem::take(&mut hide_next) && !arg.starts_with('-') {
-            args.push("***".into());
-            continue;
-        }
-        match arg.split_once('=') {
-            Some((key, _)) if looks_secret(key) => args.push(format!("{key}=***")),
-            Some(_) => args.push(arg.to_string()),
-            None => {
-                hide_next = arg.starts_with('-') && looks_secret(arg);
-                args.push(arg.to_string());
-            }
-        }
-    }
-    let joined = args.join(" ");
-    if joined.is_empty() {
-        return None;
-    }
-    Some(if joined.chars().count() > COMMAND_MAX_CHARS {
-        joined.chars().take(COMMAND_MAX_CHARS).collect()
-    } else {
-        joined
-    })
+/// Up to `max` bytes of `path`; `None` when it cannot be read (the process
+/// exited, or /proc hides it).
+fn read_capped(path: &Path, max: usize) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(max as u64).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
-/// Whether an argument or variable name suggests its value is a secret
-/// (`--password`, `--api-token`, `AWS_SECRET_ACCESS_KEY`, ...): command lines
-/// end up in labels and JSON, and secrets must not.
-fn looks_secret(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    ["password", "passwd", "secret", "token", "key", "credential"]
-        .iter()
-        .any(|word| name.contains(word))
+/// Up to `max` bytes of `path` as text, bytes that are not UTF-8 replaced.
+fn read_text(path: &Path, max: usize) -> Option<String> {
+    read_capped(path, max).map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The real uid from the `Uid:` line of `/proc/PID/status`.
@@ -221,26 +218,6 @@ mod tests {
     }
 
     #[test]
-    fn command_lines_join_arguments_and_are_cut() {
-        assert_eq!(
-            command_line(b"python3\0train.py\0--epochs\x0010\0").as_deref(),
-            Some("python3 train.py --epochs 10")
-        );
-        assert_eq!(command_line(b""), None);
-        assert_eq!(
-            command_line(b"serve\0--api-token\0abc123\0--password=hunter2\0AWS_SECRET_ACCESS_KEY=x\0--port\08000\0")
-                .as_deref(),
-            Some("serve --api-token *** --password=*** AWS_SECRET_ACCESS_KEY=*** --port 8000"),
-            "secret-looking values are hidden"
-        );
-        let long = vec![b'a'; 1000];
-        assert_eq!(
-            command_line(&long).map(|c| c.chars().count()),
-            Some(COMMAND_MAX_CHARS)
-        );
-    }
-
-    #[test]
     fn uid_and_passwd() {
         let status = "Name:\tpython3\nUmask:\t0022\nUid:\t1001\t1001\t1001\t1001\nGid:\t100\n";
         assert_eq!(real_uid(status), Some(1001));
@@ -268,7 +245,7 @@ mod tests {
         std::fs::write(proc.join("42/cgroup"), "0::/user.slice\n").expect("write");
         std::fs::create_dir_all(proc.join("43")).expect("mkdir");
         std::fs::write(proc.join("43/status"), "Uid:\t4242\t0\t0\t0\n").expect("write");
-        let mut names = ProcessNames::new(Some(proc));
+        let mut names = ProcessNames::new(Some(proc.clone())).with_command_lines(true);
         let (name, host) = names.lookup(42, |_| None);
         assert_eq!(name.as_deref(), Some("python3"));
         let host = host.expect("host facts");
@@ -279,5 +256,43 @@ mod tests {
         assert_eq!(unknown.expect("host").user.as_deref(), Some("4242"));
         let (_, absent) = names.lookup(44, |_| None);
         assert_eq!(absent, None, "no /proc entry: no host facts");
+        // Off by default: the name, user and container, no command line.
+        let (name, host) = ProcessNames::new(Some(proc)).lookup(42, |_| None);
+        assert_eq!(name.as_deref(), Some("python3"));
+        let host = host.expect("host facts");
+        assert_eq!(host.command, None, "command lines are off by default");
+        assert_eq!(host.user.as_deref(), Some("alice"));
+    }
+
+    /// A name is bytes to the kernel, and `status` repeats it: a Latin-1
+    /// name (or a terminal escape) must not cost the process its user.
+    #[test]
+    fn a_name_that_is_not_utf8_keeps_its_user() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let proc = root.path().join("proc");
+        std::fs::create_dir_all(proc.join("42")).expect("mkdir");
+        std::fs::create_dir_all(root.path().join("etc")).expect("mkdir");
+        // A GECOS field in Latin-1 must not cost every user its name either.
+        std::fs::write(
+            root.path().join("etc/passwd"),
+            b"alice:x:1001:100:Ren\xe9:/:/bin/sh\n".as_slice(),
+        )
+        .expect("write");
+        std::fs::write(proc.join("42/comm"), b"caf\xe9\x1b[2J\n".as_slice()).expect("write");
+        std::fs::write(
+            proc.join("42/status"),
+            b"Name:\tcaf\xe9\x1b[2J\nUmask:\t0022\nUid:\t1001\t1001\t1001\t1001\n".as_slice(),
+        )
+        .expect("write");
+        std::fs::write(proc.join("42/cmdline"), b"caf\xe9\0--x\0".as_slice()).expect("write");
+        let mut names = ProcessNames::new(Some(proc)).with_command_lines(true);
+        let (name, host) = names.lookup(42, |_| None);
+        assert_eq!(name.as_deref(), Some("caf\u{fffd}?[2J"));
+        let host = host.expect("host facts");
+        assert_eq!(host.user.as_deref(), Some("alice"));
+        assert_eq!(host.command.as_deref(), Some("caf\u{fffd} --x"));
+        // NVML's name is cleaned the same way.
+        let (name, _) = names.lookup(7, |_| Some("x\u{1b}]0;pwned\u{7}".into()));
+        assert_eq!(name.as_deref(), Some("x?]0;pwned?"));
     }
 }
