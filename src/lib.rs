@@ -33,6 +33,9 @@
 //!   transition) and a dispatcher per receiver (webhooks).
 //! - [`kubernetes`]: asks the kubelet's pod-resources socket which pod and
 //!   container hold each GPU, for the sampler to name the pods of processes.
+//! - [`timespec`]: times, durations and counts from outside (query
+//!   parameters, request bodies, command-line arguments), checked into a
+//!   range once so nothing downstream overflows or panics.
 //! - [`app`]: the commands, as the binary runs them.
 
 pub mod alerting;
@@ -49,3 +52,4 @@ pub mod rules;
 pub mod sampler;
 pub mod sim;
 pub mod status;
+pub mod timespec;

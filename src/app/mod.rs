@@ -327,14 +327,17 @@ async fn serve_until_signal(
     let mut dispatchers = Vec::new();
     let silences = match &history {
         Some(h) => Some(
-            crate::alerting::Silences::open(h.store.pool.clone(), crate::notify::now_ms())
-                .await
-                .with_context(|| {
-                    format!(
-                        "cannot read the silences from the history database {}",
-                        h.store.path.display()
-                    )
-                })?,
+            crate::alerting::Silences::open(
+                h.store.pool.clone(),
+                crate::timespec::Timestamp::now(),
+            )
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot read the silences from the history database {}",
+                    h.store.path.display()
+                )
+            })?,
         ),
         None => None,
     };

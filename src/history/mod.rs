@@ -8,7 +8,8 @@
 //! - [`writer`]: the task that batches and commits them, and prunes.
 //! - [`store`] / [`sql`]: opening, migrating and writing the database.
 //! - [`retention`]: per-tier retention and the size cap.
-//! - [`query`] / [`timespec`] / [`chart`]: reading it back for the API and CLI.
+//! - [`query`] / [`chart`]: reading it back for the API and CLI (times and
+//!   steps from outside are checked by [`crate::timespec`]).
 //! - [`stats`]: the `gpuwatch_history_*` metrics.
 
 pub mod catalog;
@@ -20,7 +21,6 @@ pub mod rollup;
 pub mod sql;
 pub mod stats;
 pub mod store;
-pub mod timespec;
 pub mod writer;
 
 #[cfg(test)]

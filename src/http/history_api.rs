@@ -8,10 +8,13 @@ use serde_json::json;
 
 use crate::history::catalog;
 use crate::history::query::{self, GpuSelector, QueryError};
-use crate::history::timespec::{parse_step, parse_time};
+use crate::timespec::{parse_count, Step, Timestamp};
 
 use super::routes::{respond, HttpResponse};
 use super::HttpState;
+
+/// The most events one `/api/v1/events` answer lists.
+const MAX_EVENTS: u32 = 100_000;
 
 /// A JSON response.
 pub(super) fn json_response(status: StatusCode, value: &serde_json::Value) -> HttpResponse {
@@ -56,7 +59,7 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
         return disabled();
     };
     let p = params(query);
-    let now = crate::gpu::now_ms();
+    let now = Timestamp::now();
     let Some(gpu) = p.get("gpu") else {
         return bad("gpu", "missing: give a GPU index (0, 1, ...) or UUID");
     };
@@ -79,28 +82,28 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
             ),
         );
     };
-    let from = match parse_time(p.get("from").map_or("-1h", String::as_str), now) {
+    let from = match Timestamp::parse(p.get("from").map_or("-1h", String::as_str), now) {
         Ok(t) => t,
-        Err(message) => return bad("from", &message),
+        Err(e) => return bad("from", &e.to_string()),
     };
-    let to = match parse_time(p.get("to").map_or("now", String::as_str), now) {
+    let to = match Timestamp::parse(p.get("to").map_or("now", String::as_str), now) {
         Ok(t) => t,
-        Err(message) => return bad("to", &message),
+        Err(e) => return bad("to", &e.to_string()),
     };
-    let step = match p.get("step").map(|s| parse_step(s)) {
+    let step = match p.get("step").map(|s| Step::parse(s)) {
         None => None,
-        Some(Ok(step)) => Some(step),
-        Some(Err(message)) => return bad("step", &message),
+        Some(Ok(step)) => Some(step.get()),
+        Some(Err(e)) => return bad("step", &e.to_string()),
     };
     match query::series(
         &api.store.pool,
         &gpu,
         field,
-        from,
-        to,
+        from.as_ms(),
+        to.as_ms(),
         step,
         api.retention,
-        now,
+        now.as_ms(),
     )
     .await
     {
@@ -115,32 +118,32 @@ pub async fn events(state: &HttpState, query: Option<&str>) -> HttpResponse {
         return disabled();
     };
     let p = params(query);
-    let now = crate::gpu::now_ms();
-    let from = match parse_time(p.get("from").map_or("-1d", String::as_str), now) {
+    let now = Timestamp::now();
+    let from = match Timestamp::parse(p.get("from").map_or("-1d", String::as_str), now) {
         Ok(t) => t,
-        Err(message) => return bad("from", &message),
+        Err(e) => return bad("from", &e.to_string()),
     };
-    let to = match parse_time(p.get("to").map_or("now", String::as_str), now) {
+    let to = match Timestamp::parse(p.get("to").map_or("now", String::as_str), now) {
         Ok(t) => t,
-        Err(message) => return bad("to", &message),
+        Err(e) => return bad("to", &e.to_string()),
     };
     let gpu: Option<GpuSelector> = match p.get("gpu").map(|g| g.parse()) {
         None => None,
         Some(Ok(gpu)) => Some(gpu),
         Some(Err(message)) => return bad("gpu", &message),
     };
-    let limit = match p.get("limit").map(|l| l.parse::<i64>()) {
+    let limit = match p.get("limit").map(|l| parse_count(l, 1, MAX_EVENTS)) {
         None => 1000,
-        Some(Ok(l)) if (1..=100_000).contains(&l) => l,
-        Some(_) => return bad("limit", "must be a number from 1 to 100000"),
+        Some(Ok(l)) => l,
+        Some(Err(e)) => return bad("limit", &e.to_string()),
     };
     match query::events(
         &api.store.pool,
-        from,
-        to,
+        from.as_ms(),
+        to.as_ms(),
         gpu.as_ref(),
         p.get("kind").map(String::as_str),
-        limit,
+        i64::from(limit),
     )
     .await
     {
