@@ -24,6 +24,9 @@ const MAX_STORED_MATCHERS: i64 = 128 * 1024;
 /// Rows read at a time at start-up.
 const PAGE: i64 = 16;
 
+/// How many skipped silences are named one by one at start-up.
+const MAX_SKIP_WARNINGS: usize = 10;
+
 type SilenceRow = (i64, Option<String>, i64, i64, i64, String, String, i64);
 
 /// The columns of a [`SilenceRow`]; `?1` is [`MAX_STORED_MATCHERS`].
@@ -88,8 +91,14 @@ fn from_row(row: SilenceRow) -> Result<Silence, Unusable> {
 pub async fn load(pool: &SqlitePool, now: Timestamp) -> Result<SilenceSet, sqlx::Error> {
     let now_ms = now.as_ms();
     let mut set = SilenceSet::new();
-    let skip = |id: i64, why: &str| {
-        warn!(silence = id, reason = why, "A stored silence is skipped: it no longer fits the limits on silences (see the README); expire it or add it again within them.");
+    // The first few are named; the rest only counted (an old table may
+    // hold thousands).
+    let mut skipped = 0usize;
+    let mut skip = |id: i64, why: &str| {
+        skipped += 1;
+        if skipped <= MAX_SKIP_WARNINGS {
+            warn!(silence = id, reason = why, "A stored silence is skipped: it no longer fits the limits on silences (see the README); expire it or add it again within them.");
+        }
     };
     let mut after = i64::MIN;
     loop {
@@ -116,6 +125,13 @@ pub async fn load(pool: &SqlitePool, now: Timestamp) -> Result<SilenceSet, sqlx:
                 Err(why) => skip(id, &why.to_string()),
             }
         }
+    }
+    if skipped > MAX_SKIP_WARNINGS {
+        warn!(
+            skipped,
+            "{} more stored silences are skipped for the same reasons.",
+            skipped - MAX_SKIP_WARNINGS
+        );
     }
     let mut before = i64::MAX;
     loop {
@@ -268,23 +284,27 @@ impl Silences {
         silence.starts_ms = silence.starts_ms.min(now_ms);
         silence.ends_ms = now_ms;
         silence.updated_ms = now_ms;
+        // One more expired: the oldest kept may have to go.
+        let mut after = set.clone();
+        after.insert(silence);
+        let drop = after.to_drop(0, now_ms);
+        let mut tx = self.pool.begin().await?;
         sqlx::query("UPDATE silence SET starts_ms = ?, ends_ms = ?, updated_ms = ? WHERE id = ?")
-            .bind(silence.starts_ms)
-            .bind(silence.ends_ms)
+            .bind(now_ms.min(kept.starts_ms))
+            .bind(now_ms)
             .bind(now_ms)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
-        set.insert(silence);
-        // One more expired: the oldest may have to go.
-        let drop = set.to_drop(0, now_ms);
         for old in &drop {
             sqlx::query("DELETE FROM silence WHERE id = ?")
                 .bind(old)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
         }
-        set.remove(&drop);
+        tx.commit().await?;
+        after.remove(&drop);
+        *set = after;
         self.publish(&set);
         Ok(set.get(id).cloned())
     }

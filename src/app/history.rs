@@ -253,7 +253,7 @@ pub fn events(options: EventsOptions) -> anyhow::Result<()> {
         .as_deref()
         .map(str::parse)
         .transpose()
-        .map_err(|m: String| anyhow!("--gpu: {m}"))?;
+        .map_err(|e: query::EmptyGpuSelector| anyhow!("--gpu: {e}"))?;
     let (path, _) = database(&options.db)?;
     let (runtime, store) = open(&path)?;
     let events = runtime

@@ -45,13 +45,18 @@ pub enum GpuSelector {
     Uuid(String),
 }
 
-impl FromStr for GpuSelector {
-    type Err = String;
+/// Why a GPU selector is refused: it is empty.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("give a GPU index (0, 1, ...) or UUID")]
+pub struct EmptyGpuSelector;
 
-    fn from_str(text: &str) -> Result<Self, String> {
+impl FromStr for GpuSelector {
+    type Err = EmptyGpuSelector;
+
+    fn from_str(text: &str) -> Result<Self, EmptyGpuSelector> {
         let text = text.trim();
         if text.is_empty() {
-            return Err("give a GPU index (0, 1, ...) or UUID".into());
+            return Err(EmptyGpuSelector);
         }
         Ok(match text.parse::<u32>() {
             Ok(index) => GpuSelector::Index(index),

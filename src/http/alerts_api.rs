@@ -2,7 +2,8 @@
 //! silenced or inhibited), `GET /api/v1/alerts/history` (stored
 //! transitions), and the silences: `GET`/`POST /api/v1/silences`,
 //! `GET`/`DELETE /api/v1/silences/{id}`. Errors are JSON naming the
-//! parameter or field.
+//! parameter or field (400); a silence over the limits of
+//! [`crate::alerting::silence_set`] is a 409 saying which.
 
 use std::time::SystemTime;
 

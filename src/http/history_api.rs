@@ -65,7 +65,7 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
     };
     let gpu: GpuSelector = match gpu.parse() {
         Ok(gpu) => gpu,
-        Err(message) => return bad("gpu", &message),
+        Err(e) => return bad("gpu", &e.to_string()),
     };
     let Some(metric) = p.get("metric") else {
         return bad(
@@ -130,7 +130,7 @@ pub async fn events(state: &HttpState, query: Option<&str>) -> HttpResponse {
     let gpu: Option<GpuSelector> = match p.get("gpu").map(|g| g.parse()) {
         None => None,
         Some(Ok(gpu)) => Some(gpu),
-        Some(Err(message)) => return bad("gpu", &message),
+        Some(Err(e)) => return bad("gpu", &e.to_string()),
     };
     let limit = match p.get("limit").map(|l| parse_count(l, 1, MAX_EVENTS)) {
         None => 1000,
