@@ -16,9 +16,9 @@ use serde_json::json;
 use crate::alerting::history::{transitions, Filter};
 use crate::alerting::silence::parse_new;
 use crate::alerting::silences::AddError;
-use crate::timespec::{parse_count, Timestamp};
+use crate::timespec::{quote, Timestamp};
 
-use super::history_api::{bad, json_response, params};
+use super::history_api::{bad, json_response, limit_param, params, time_param, ParamError};
 use super::routes::HttpResponse;
 use super::HttpState;
 
@@ -75,42 +75,39 @@ pub fn alerts(state: &HttpState) -> HttpResponse {
     json_response(StatusCode::OK, &json!({ "alerts": list }))
 }
 
+/// Parses `?from=-1d&to=now&alertname=&gpu=&limit=200` into a filter;
+/// an unknown parameter is refused.
+pub(super) fn history_filter(query: Option<&str>, now: Timestamp) -> Result<Filter, ParamError> {
+    let p = params(query);
+    for name in p.keys() {
+        if !["from", "to", "alertname", "gpu", "limit"].contains(&name.as_str()) {
+            return Err(ParamError::new(
+                &quote(name),
+                "unknown parameter: use from, to, alertname, gpu, limit",
+            ));
+        }
+    }
+    let from = time_param(&p, "from", "-1d", now)?;
+    let to = time_param(&p, "to", "now", now)?;
+    Ok(Filter {
+        from_ms: from.as_ms(),
+        // `to` is inclusive; the filter's end is not. In range, so no overflow.
+        to_ms: to.as_ms().saturating_add(1),
+        alertname: p.get("alertname").cloned(),
+        gpu: p.get("gpu").cloned(),
+        limit: i64::from(limit_param(&p, 200, MAX_TRANSITIONS)?),
+    })
+}
+
 /// `GET /api/v1/alerts/history?from=-1d&to=now&alertname=&gpu=&limit=200`:
 /// stored transitions, newest first.
 pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
     let Some(api) = &state.history else {
         return no_history();
     };
-    let p = params(query);
-    let now = Timestamp::now();
-    let from = match Timestamp::parse(p.get("from").map_or("-1d", String::as_str), now) {
-        Ok(t) => t,
-        Err(e) => return bad("from", &e.to_string()),
-    };
-    let to = match Timestamp::parse(p.get("to").map_or("now", String::as_str), now) {
-        Ok(t) => t,
-        Err(e) => return bad("to", &e.to_string()),
-    };
-    let limit = match p.get("limit").map(|l| parse_count(l, 1, MAX_TRANSITIONS)) {
-        None => 200,
-        Some(Ok(l)) => l,
-        Some(Err(e)) => return bad("limit", &e.to_string()),
-    };
-    for name in p.keys() {
-        if !["from", "to", "alertname", "gpu", "limit"].contains(&name.as_str()) {
-            return bad(
-                name,
-                "unknown parameter: use from, to, alertname, gpu, limit",
-            );
-        }
-    }
-    let filter = Filter {
-        from_ms: from.as_ms(),
-        // `to` is inclusive; the filter's end is not. In range, so no overflow.
-        to_ms: to.as_ms().saturating_add(1),
-        alertname: p.get("alertname").cloned(),
-        gpu: p.get("gpu").cloned(),
-        limit: i64::from(limit),
+    let filter = match history_filter(query, Timestamp::now()) {
+        Ok(filter) => filter,
+        Err(e) => return e.response(),
     };
     match transitions(&api.store.pool, &filter).await {
         Ok(records) => json_response(StatusCode::OK, &json!({ "transitions": records })),
@@ -206,3 +203,6 @@ pub async fn silences(state: &HttpState, request: Request<Incoming>) -> HttpResp
         _ => not_allowed("GET, HEAD, DELETE"),
     }
 }
+
+#[cfg(test)]
+mod tests;
