@@ -18,6 +18,7 @@ mod common;
 use common::{median, run_size};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gpuwatch::alerting::matcher::Matcher;
@@ -93,22 +94,24 @@ fn main() {
     let now = SystemTime::now();
     let now_ms = now.duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
     let state = state(now);
-    let silences: Vec<Silence> = (0..10)
-        .map(|i| Silence {
-            id: i,
-            matchers: vec![
-                if i % 2 == 0 {
-                    Matcher::parse(&format!("alertname=~Gpu.*Thermal.*|Other{i}")).unwrap()
-                } else {
-                    Matcher::parse(&format!("host=other-node-{i}")).unwrap()
-                },
-                Matcher::parse("gpu=~[4-7]").unwrap(),
-            ],
-            starts_ms: now_ms - 60_000,
-            ends_ms: now_ms + 3_600_000,
-            created_by: "bench".into(),
-            comment: "bench".into(),
-            updated_ms: now_ms,
+    let silences: Vec<Arc<Silence>> = (0..10)
+        .map(|i| {
+            Arc::new(Silence {
+                id: i,
+                matchers: vec![
+                    if i % 2 == 0 {
+                        Matcher::parse(&format!("alertname=~Gpu.*Thermal.*|Other{i}")).unwrap()
+                    } else {
+                        Matcher::parse(&format!("host=other-node-{i}")).unwrap()
+                    },
+                    Matcher::parse("gpu=~[4-7]").unwrap(),
+                ],
+                starts_ms: now_ms - 60_000,
+                ends_ms: now_ms + 3_600_000,
+                created_by: "bench".into(),
+                comment: "bench".into(),
+                updated_ms: now_ms,
+            })
         })
         .collect();
     let destinations = vec![

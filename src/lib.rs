@@ -35,6 +35,9 @@
 //!   container hold each GPU, for the sampler to name the pods of processes.
 //! - [`files`]: reading files named from outside (configuration, secrets,
 //!   certificates) with a size limit, never blocking on a FIFO.
+//! - [`timespec`]: times, durations and counts from outside (query
+//!   parameters, request bodies, command-line arguments), checked into a
+//!   range once so nothing downstream overflows or panics.
 //! - [`app`]: the commands, as the binary runs them.
 
 pub mod alerting;
@@ -52,3 +55,4 @@ pub mod rules;
 pub mod sampler;
 pub mod sim;
 pub mod status;
+pub mod timespec;

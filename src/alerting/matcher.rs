@@ -6,8 +6,81 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use regex::Regex;
+use regex_automata::meta;
 use serde::{Deserialize, Serialize};
+
+use crate::timespec::quote;
+
+/// The longest label name a matcher takes, in bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+/// The longest value or regex a matcher takes, in bytes (1 KiB).
+pub const MAX_VALUE_BYTES: usize = 1024;
+/// The most memory one compiled regex may take (each of its automata), in
+/// bytes (64 KiB): `\w{500}` would take 20 MB and is refused.
+pub const MAX_REGEX_BYTES: usize = 64 * 1024;
+
+/// What a compiled regex holds beyond its automata (which it reports): its
+/// cache pool and a search cache, about (see `benches/silences.rs`).
+const REGEX_OVERHEAD: usize = 4096;
+
+/// Why a matcher is refused. The texts say what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MatcherError {
+    /// Not `name=value` (or one of the other three operators).
+    #[error("\"{text}\" is not a matcher: write label=value, label!=value, label=~regex or label!~regex")]
+    Syntax {
+        /// The matcher as written (quoted, shortened).
+        text: String,
+    },
+    /// Not a label name.
+    #[error("\"{name}\" is not a label name (letters, digits and _, not starting with a digit)")]
+    LabelName {
+        /// The name (quoted, shortened).
+        name: String,
+    },
+    /// A label name over [`MAX_NAME_BYTES`].
+    #[error("the label name \"{name}\" is {len} bytes long; at most {MAX_NAME_BYTES} are allowed")]
+    NameTooLong {
+        /// The name (quoted, shortened).
+        name: String,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A value or regex over [`MAX_VALUE_BYTES`].
+    #[error(
+        "the value \"{value}\" is {len} bytes long; at most {MAX_VALUE_BYTES} (1 KiB) are allowed"
+    )]
+    ValueTooLong {
+        /// The value (quoted, shortened).
+        value: String,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// Not a regular expression.
+    #[error("\"{value}\" is not a regular expression: {why}")]
+    Regex {
+        /// The regex (quoted, shortened).
+        value: String,
+        /// The regex parser's reason.
+        why: String,
+    },
+    /// A regex that compiles to more than [`MAX_REGEX_BYTES`].
+    #[error("\"{value}\" is too large a regular expression: compiled it would take more than {MAX_REGEX_BYTES} bytes (64 KiB), the limit; use a simpler one (e.g. fewer repetitions, ASCII classes such as [a-z0-9_] instead of \\w)")]
+    RegexTooBig {
+        /// The regex (quoted, shortened).
+        value: String,
+    },
+}
+
+impl MatcherError {
+    /// Whether the label name (rather than the value) is at fault.
+    pub fn is_about_name(&self) -> bool {
+        matches!(
+            self,
+            MatcherError::LabelName { .. } | MatcherError::NameTooLong { .. }
+        )
+    }
+}
 
 /// How a matcher compares a label's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +117,8 @@ impl MatchOp {
     }
 }
 
-/// One label matcher. Compiled once; compared by what was written.
+/// One label matcher. Compiled once, within [`MAX_REGEX_BYTES`]; compared
+/// by what was written.
 #[derive(Debug, Clone)]
 pub struct Matcher {
     /// The label's name.
@@ -53,7 +127,9 @@ pub struct Matcher {
     pub op: MatchOp,
     /// The value or the regex, as written.
     pub value: String,
-    regex: Option<Regex>,
+    regex: Option<meta::Regex>,
+    /// [`Matcher::memory`], worked out once.
+    memory: usize,
 }
 
 impl PartialEq for Matcher {
@@ -72,43 +148,59 @@ pub fn valid_label_name(name: &str) -> bool {
 }
 
 impl Matcher {
-    /// A matcher; checks the label name and compiles a regex (anchored).
-    pub fn new(name: &str, op: MatchOp, value: &str) -> Result<Matcher, String> {
+    /// A matcher; checks the label name and the value's length
+    /// ([`MAX_NAME_BYTES`], [`MAX_VALUE_BYTES`]) and compiles a regex
+    /// (anchored) within [`MAX_REGEX_BYTES`].
+    pub fn new(name: &str, op: MatchOp, value: &str) -> Result<Matcher, MatcherError> {
+        if name.len() > MAX_NAME_BYTES {
+            return Err(MatcherError::NameTooLong {
+                name: quote(name),
+                len: name.len(),
+            });
+        }
         if !valid_label_name(name) {
-            return Err(format!(
-                "\"{name}\" is not a label name (letters, digits and _, not starting with a digit)"
-            ));
+            return Err(MatcherError::LabelName { name: quote(name) });
+        }
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(MatcherError::ValueTooLong {
+                value: quote(value),
+                len: value.len(),
+            });
         }
         let regex = if op.is_regex() {
-            Some(Regex::new(&format!("^(?:{value})$")).map_err(|e| {
-                // regex's message spans lines (pattern, caret, error).
-                let text = e.to_string();
-                let why = text
-                    .lines()
-                    .last()
-                    .unwrap_or("")
-                    .trim_start_matches("error: ");
-                format!("\"{value}\" is not a regular expression: {why}")
-            })?)
+            Some(compile(value)?)
         } else {
             None
         };
+        let memory = std::mem::size_of::<Matcher>()
+            + name.len()
+            + value.len()
+            + regex
+                .as_ref()
+                .map_or(0, |re| REGEX_OVERHEAD + re.memory_usage());
         Ok(Matcher {
             name: name.to_string(),
             op,
             value: value.to_string(),
             regex,
+            memory,
         })
+    }
+
+    /// About how many bytes of memory the matcher holds: its texts, its
+    /// compiled regex and the regex's search cache (measured by
+    /// `benches/silences.rs`).
+    pub fn memory(&self) -> usize {
+        self.memory
     }
 
     /// Parses `name=value`, `name!=value`, `name=~regex` or `name!~regex`
     /// (spaces around the operator allowed; the value may be in double
     /// quotes).
-    pub fn parse(text: &str) -> Result<Matcher, String> {
+    pub fn parse(text: &str) -> Result<Matcher, MatcherError> {
+        let syntax = || MatcherError::Syntax { text: quote(text) };
         let Some(at) = text.find(['=', '!']) else {
-            return Err(format!(
-                "\"{text}\" is not a matcher: write label=value, label!=value, label=~regex or label!~regex"
-            ));
+            return Err(syntax());
         };
         let (name, rest) = text.split_at(at);
         let (op, value) = if let Some(v) = rest.strip_prefix("=~") {
@@ -120,9 +212,7 @@ impl Matcher {
         } else if let Some(v) = rest.strip_prefix('=') {
             (MatchOp::Equal, v)
         } else {
-            return Err(format!(
-                "\"{text}\" is not a matcher: write label=value, label!=value, label=~regex or label!~regex"
-            ));
+            return Err(syntax());
         };
         let value = value.trim();
         let value = value
@@ -149,6 +239,44 @@ impl Matcher {
     pub fn matches_empty(&self) -> bool {
         self.matches(&BTreeMap::new())
     }
+}
+
+/// Compiles `^(?:value)$` with every automaton held to [`MAX_REGEX_BYTES`].
+/// The lazy DFA is left out: label values are short, and its cache would
+/// grow with use; the PikeVM, bounded backtracker and one-pass DFA need no
+/// more than about the NFA's size per search cache.
+fn compile(value: &str) -> Result<meta::Regex, MatcherError> {
+    let config = meta::Regex::config()
+        .nfa_size_limit(Some(MAX_REGEX_BYTES))
+        .onepass_size_limit(Some(MAX_REGEX_BYTES))
+        .hybrid(false)
+        .dfa(false);
+    meta::Regex::builder()
+        .configure(config)
+        .build(&format!("^(?:{value})$"))
+        .map_err(|e| {
+            if e.size_limit().is_some() {
+                return MatcherError::RegexTooBig {
+                    value: quote(value),
+                };
+            }
+            // The syntax error's message spans lines (pattern, caret,
+            // error): keep the reason.
+            let text = match e.syntax_error() {
+                Some(syntax) => syntax.to_string(),
+                None => e.to_string(),
+            };
+            let why = text
+                .lines()
+                .last()
+                .unwrap_or("")
+                .trim_start_matches("error: ")
+                .to_string();
+            MatcherError::Regex {
+                value: quote(value),
+                why,
+            }
+        })
 }
 
 /// Whether every matcher matches.
@@ -238,16 +366,54 @@ pub(crate) mod tests {
 
     #[test]
     fn bad_matchers_say_why() {
-        assert!(Matcher::parse("gpu").unwrap_err().contains("not a matcher"));
-        assert!(Matcher::parse("1gpu=0")
-            .unwrap_err()
-            .contains("not a label name"));
-        assert!(Matcher::parse("gpu=~(")
-            .unwrap_err()
-            .contains("not a regular expression"));
-        assert!(Matcher::parse("gpu!0")
-            .unwrap_err()
-            .contains("not a matcher"));
+        let e = |text: &str| Matcher::parse(text).unwrap_err().to_string();
+        assert!(e("gpu").contains("not a matcher"));
+        assert!(e("1gpu=0").contains("not a label name"));
+        assert!(
+            e("gpu=~(").contains("not a regular expression"),
+            "{}",
+            e("gpu=~(")
+        );
+        assert!(e("gpu=~(").contains("unclosed group"), "{}", e("gpu=~("));
+        assert!(e("gpu!0").contains("not a matcher"));
+    }
+
+    #[test]
+    fn sizes_are_limited_and_the_limit_is_named() {
+        // A 60 KB regex (the size of the old 64 KiB body) is refused for
+        // its length before anything is compiled.
+        let long = format!("gpu=~{}", "a|".repeat(30_000));
+        let e = Matcher::parse(&long).unwrap_err();
+        assert!(
+            matches!(e, MatcherError::ValueTooLong { len: 60_000, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("at most 1024 (1 KiB)"), "{e}");
+        assert!(
+            e.to_string().len() < 300,
+            "the value is not echoed whole: {e}"
+        );
+        // Short but huge once compiled (20 MB with the regex crate's default
+        // limits).
+        let e = Matcher::parse(r"gpu=~\w{500}").unwrap_err();
+        assert!(matches!(e, MatcherError::RegexTooBig { .. }), "{e}");
+        assert!(e.to_string().contains("65536 bytes (64 KiB)"), "{e}");
+        let e = Matcher::parse(&format!("{}=x", "a".repeat(129))).unwrap_err();
+        assert!(e.is_about_name(), "{e}");
+        assert!(e.to_string().contains("at most 128"), "{e}");
+        // The most allowed still works.
+        let m = Matcher::parse(&format!("gpu={}", "0".repeat(MAX_VALUE_BYTES))).unwrap();
+        assert!(m.matches(&labels(&[("gpu", &"0".repeat(MAX_VALUE_BYTES))])));
+        // What people write is far under the limit.
+        for text in [
+            "alertname=~Gpu(Hot|Lost)",
+            "gpu=~[0-7]",
+            "host=~node-[0-9]+\\.example",
+            "x=~.*",
+        ] {
+            let m = Matcher::parse(text).unwrap();
+            assert!(m.memory() < 16 * 1024, "{text}: {} bytes", m.memory());
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod mute;
 pub mod plan;
 pub mod route;
 pub mod silence;
+pub mod silence_set;
 pub mod silences;
 mod store;
 pub mod view;
@@ -77,8 +78,9 @@ pub async fn saved_alerts(
     let Some(state) = store::load(pool).await? else {
         return Ok(Vec::new());
     };
-    let silences = silences::list(pool).await.map_err(|e| e.to_string())?;
-    let mutes = mute::Mutes::new(&state, &silences, crate::gpu::unix_ms(SystemTime::now()));
+    let now = crate::timespec::Timestamp::now();
+    let silences = silences::live(pool, now).await.map_err(|e| e.to_string())?;
+    let mutes = mute::Mutes::new(&state, &silences, now.as_ms());
     Ok(state
         .alerts
         .iter()

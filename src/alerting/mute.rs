@@ -4,6 +4,7 @@
 //! still evaluated, stored and shown; only their notifications wait.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use crate::rules::{Alert, AlertKey, AlertState, EvalState, Target};
 
@@ -33,14 +34,14 @@ impl Mute {
 #[derive(Debug)]
 pub struct Mutes<'a> {
     lost: BTreeSet<String>,
-    silences: &'a [Silence],
+    silences: &'a [Arc<Silence>],
     now_ms: i64,
 }
 
 impl<'a> Mutes<'a> {
     /// The mutes for `state` (whose firing `GpuLost` alerts inhibit) and
     /// `silences` at `now_ms`.
-    pub fn new(state: &EvalState, silences: &'a [Silence], now_ms: i64) -> Mutes<'a> {
+    pub fn new(state: &EvalState, silences: &'a [Arc<Silence>], now_ms: i64) -> Mutes<'a> {
         let lost = state
             .alerts
             .iter()
@@ -157,14 +158,16 @@ mod tests {
 
     #[test]
     fn active_matching_silences_mute() {
-        let silence = |id, matcher: &str, starts_ms, ends_ms| Silence {
-            id,
-            matchers: vec![Matcher::parse(matcher).unwrap()],
-            starts_ms,
-            ends_ms,
-            created_by: "t".into(),
-            comment: "c".into(),
-            updated_ms: 0,
+        let silence = |id, matcher: &str, starts_ms, ends_ms| {
+            Arc::new(Silence {
+                id,
+                matchers: vec![Matcher::parse(matcher).unwrap()],
+                starts_ms,
+                ends_ms,
+                created_by: "t".into(),
+                comment: "c".into(),
+                updated_ms: 0,
+            })
         };
         let silences = vec![
             silence(1, "gpu=0", 0, 100),

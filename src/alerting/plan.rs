@@ -367,7 +367,7 @@ mod tests {
     fn step(
         s: &EvalState,
         ds: &[Destination],
-        silences: &[Silence],
+        silences: &[std::sync::Arc<Silence>],
         notified: &mut Notified,
         now: u64,
     ) -> Vec<(String, String, Kind)> {
@@ -478,7 +478,7 @@ mod tests {
             comment: "c".into(),
             updated_ms: 0,
         };
-        let silences = [silence];
+        let silences = [std::sync::Arc::new(silence)];
         let mut notified = Notified::new();
         // GpuLost silenced, GpuXidFatal inhibited by the lost GPU.
         assert!(step(&s, &ds, &silences, &mut notified, 10).is_empty());
@@ -506,14 +506,16 @@ mod tests {
             alert("GpuHot", 1, "warning", firing(0)),
         ]);
         let mut notified = Notified::new();
-        let silence = |id, m: &str| Silence {
-            id,
-            matchers: vec![Matcher::parse(m).unwrap()],
-            starts_ms: 0,
-            ends_ms: crate::gpu::unix_ms(at(100_000)),
-            created_by: "t".into(),
-            comment: "c".into(),
-            updated_ms: 0,
+        let silence = |id, m: &str| {
+            std::sync::Arc::new(Silence {
+                id,
+                matchers: vec![Matcher::parse(m).unwrap()],
+                starts_ms: 0,
+                ends_ms: crate::gpu::unix_ms(at(100_000)),
+                created_by: "t".into(),
+                comment: "c".into(),
+                updated_ms: 0,
+            })
         };
         // GPU 1 is silenced from the start; GPU 0 is sent, then silenced.
         let only1 = [silence(1, "gpu=1")];

@@ -3,14 +3,19 @@
 //! (types, checks, JSON); [`super::silences`] stores them.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
-use super::matcher::{all_match, Matcher};
+use crate::timespec::{self, format_rfc3339_ms, parse_duration, Timestamp, SILENCE};
 
-/// The longest comment or author accepted, in characters.
-const MAX_TEXT: usize = 4096;
+use super::matcher::{all_match, MatchOp, Matcher};
+
+/// The most matchers one silence has.
+pub const MAX_MATCHERS: usize = 16;
+/// The longest comment accepted, in bytes (UTF-8).
+pub const MAX_COMMENT_BYTES: usize = 1024;
+/// The longest `createdBy` accepted, in bytes (UTF-8).
+pub const MAX_AUTHOR_BYTES: usize = 256;
 
 /// One stored silence.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,10 +58,11 @@ impl SilenceState {
     }
 }
 
-/// RFC 3339 with milliseconds, UTC.
+/// RFC 3339 with milliseconds, UTC. Total: a stored time outside
+/// 1970..9999 (from an older version) is clamped, so one odd row never
+/// breaks the listing.
 pub fn rfc3339_ms(ms: i64) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64))
-        .to_string()
+    format_rfc3339_ms(ms)
 }
 
 impl Silence {
@@ -95,6 +101,15 @@ impl Silence {
         let parts: Vec<String> = self.matchers.iter().map(Matcher::to_string).collect();
         parts.join(", ")
     }
+
+    /// About how many bytes of memory it holds: texts and compiled
+    /// matchers (see [`Matcher::memory`]).
+    pub fn memory(&self) -> usize {
+        std::mem::size_of::<Silence>()
+            + self.matchers.iter().map(Matcher::memory).sum::<usize>()
+            + self.created_by.len()
+            + self.comment.len()
+    }
 }
 
 /// A silence to add, checked.
@@ -129,35 +144,33 @@ fn bad(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     }
 }
 
-fn parse_instant(field: &str, value: &Value) -> Result<i64, FieldError> {
+fn parse_instant(field: &str, value: &Value) -> Result<Timestamp, FieldError> {
     let text = value.as_str().ok_or_else(|| {
         bad(
             field,
             "must be a string: an RFC 3339 time such as 2026-11-29T20:00:00Z",
         )
     })?;
-    humantime::parse_rfc3339_weak(text)
-        .map(|t| {
-            t.duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or(0)
-        })
-        .map_err(|_| {
-            bad(
-                field,
-                format!("\"{text}\" is not an RFC 3339 time such as 2026-11-29T20:00:00Z"),
-            )
-        })
+    Timestamp::parse_rfc3339(text).map_err(|e| bad(field, e.to_string()))
 }
 
-fn text_field(object: &Map<String, Value>, field: &str, what: &str) -> Result<String, FieldError> {
+fn text_field(
+    object: &Map<String, Value>,
+    field: &str,
+    what: &str,
+    max_bytes: usize,
+) -> Result<String, FieldError> {
     match object.get(field) {
-        Some(Value::String(s)) if !s.trim().is_empty() && s.chars().count() <= MAX_TEXT => {
+        Some(Value::String(s)) if !s.trim().is_empty() && s.trim().len() <= max_bytes => {
             Ok(s.trim().to_string())
         }
-        Some(Value::String(s)) if !s.trim().is_empty() => {
-            Err(bad(field, format!("is longer than {MAX_TEXT} characters")))
-        }
+        Some(Value::String(s)) if !s.trim().is_empty() => Err(bad(
+            field,
+            format!(
+                "is {} bytes long; at most {max_bytes} are allowed",
+                s.trim().len()
+            ),
+        )),
         Some(Value::String(_)) | None => Err(bad(field, format!("is missing: {what}"))),
         Some(_) => Err(bad(field, "must be a string")),
     }
@@ -165,7 +178,7 @@ fn text_field(object: &Map<String, Value>, field: &str, what: &str) -> Result<St
 
 fn parse_matcher(field: &str, value: &Value) -> Result<Matcher, FieldError> {
     match value {
-        Value::String(text) => Matcher::parse(text).map_err(|m| bad(field, m)),
+        Value::String(text) => Matcher::parse(text).map_err(|e| bad(field, e.to_string())),
         Value::Object(object) => {
             for key in object.keys() {
                 if !["name", "value", "isRegex", "isEqual"].contains(&key.as_str()) {
@@ -194,18 +207,14 @@ fn parse_matcher(field: &str, value: &Value) -> Result<Matcher, FieldError> {
                 Some(_) => Err(bad(format!("{field}.{key}"), "must be true or false")),
             };
             let op = match (flag("isRegex", false)?, flag("isEqual", true)?) {
-                (false, true) => super::matcher::MatchOp::Equal,
-                (false, false) => super::matcher::MatchOp::NotEqual,
-                (true, true) => super::matcher::MatchOp::Regex,
-                (true, false) => super::matcher::MatchOp::NotRegex,
+                (false, true) => MatchOp::Equal,
+                (false, false) => MatchOp::NotEqual,
+                (true, true) => MatchOp::Regex,
+                (true, false) => MatchOp::NotRegex,
             };
-            Matcher::new(&name, op, &value).map_err(|m| {
-                let which = if m.contains("label name") {
-                    "name"
-                } else {
-                    "value"
-                };
-                bad(format!("{field}.{which}"), m)
+            Matcher::new(&name, op, &value).map_err(|e| {
+                let which = if e.is_about_name() { "name" } else { "value" };
+                bad(format!("{field}.{which}"), e.to_string())
             })
         }
         _ => Err(bad(
@@ -219,8 +228,10 @@ fn parse_matcher(field: &str, value: &Value) -> Result<Matcher, FieldError> {
 /// `{"matchers": ["alertname=GpuHot", {"name": "gpu", "value": "0"}],
 ///   "startsAt": RFC 3339 (default now), "endsAt": RFC 3339 | "duration": "2h",
 ///   "createdBy": "...", "comment": "..."}`.
-/// Every error names the field.
-pub fn parse_new(body: &[u8], now_ms: i64) -> Result<NewSilence, FieldError> {
+/// At most [`MAX_MATCHERS`] matchers (each within the
+/// [`super::matcher`] limits); times in 1970..9999; a silence lasts 1 s
+/// to 1 year ([`SILENCE`]). Every error names the field.
+pub fn parse_new(body: &[u8], now: Timestamp) -> Result<NewSilence, FieldError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| bad("body", format!("is not JSON: {e}")))?;
     let Value::Object(object) = value else {
@@ -237,13 +248,22 @@ pub fn parse_new(body: &[u8], now_ms: i64) -> Result<NewSilence, FieldError> {
     for key in object.keys() {
         if !KNOWN.contains(&key.as_str()) {
             return Err(bad(
-                key.as_str(),
+                timespec::quote(key),
                 format!("unknown field: a silence has {}", KNOWN.join(", ")),
             ));
         }
     }
     let matchers =
         match object.get("matchers") {
+            Some(Value::Array(list)) if list.len() > MAX_MATCHERS => {
+                return Err(bad(
+                    "matchers",
+                    format!(
+                        "has {} matchers; at most {MAX_MATCHERS} are allowed",
+                        list.len()
+                    ),
+                ))
+            }
             Some(Value::Array(list)) if !list.is_empty() => list
                 .iter()
                 .enumerate()
@@ -261,24 +281,40 @@ pub fn parse_new(body: &[u8], now_ms: i64) -> Result<NewSilence, FieldError> {
             "every matcher also matches alerts without the label, so the silence would mute almost everything: add one such as alertname=NAME",
         ));
     }
-    let starts_ms = match object.get("startsAt") {
-        None | Some(Value::Null) => now_ms,
+    let starts = match object.get("startsAt") {
+        None | Some(Value::Null) => now,
         Some(v) => parse_instant("startsAt", v)?,
     };
-    let ends_ms = match (object.get("endsAt"), object.get("duration")) {
+    let ends = match (object.get("endsAt"), object.get("duration")) {
         (Some(_), Some(_)) => {
             return Err(bad("duration", "give either endsAt or duration, not both"))
         }
-        (Some(v), None) => parse_instant("endsAt", v)?,
-        (None, Some(Value::String(text))) => match humantime::parse_duration(text) {
-            Ok(d) if !d.is_zero() => starts_ms.saturating_add(d.as_millis() as i64),
-            _ => {
+        (Some(v), None) => {
+            let ends = parse_instant("endsAt", v)?;
+            if ends > starts && ends.since(starts) > SILENCE.max {
                 return Err(bad(
-                    "duration",
-                    format!("\"{text}\" is not a duration such as 30m, 2h or 1d"),
-                ))
+                    "endsAt",
+                    format!(
+                        "the silence would last longer than {}, the most allowed: add a new one when it ends",
+                        humantime::format_duration(SILENCE.max)
+                    ),
+                ));
             }
-        },
+            ends
+        }
+        (None, Some(Value::String(text))) => {
+            let d = parse_duration(text, SILENCE).map_err(|e| bad("duration", e.to_string()))?;
+            starts.checked_add(d).ok_or_else(|| {
+                bad(
+                    "duration",
+                    format!(
+                        "{starts} plus \"{}\" is past {}, the latest time accepted",
+                        timespec::quote(text),
+                        Timestamp::LATEST
+                    ),
+                )
+            })?
+        }
         (None, Some(_)) => return Err(bad("duration", "must be a string such as \"2h\"")),
         (None, None) => {
             return Err(bad(
@@ -287,10 +323,10 @@ pub fn parse_new(body: &[u8], now_ms: i64) -> Result<NewSilence, FieldError> {
             ))
         }
     };
-    if ends_ms <= starts_ms {
+    if ends <= starts {
         return Err(bad("endsAt", "must be after startsAt"));
     }
-    if ends_ms <= now_ms {
+    if ends <= now {
         return Err(bad(
             "endsAt",
             "is in the past: the silence would never mute",
@@ -298,105 +334,22 @@ pub fn parse_new(body: &[u8], now_ms: i64) -> Result<NewSilence, FieldError> {
     }
     Ok(NewSilence {
         matchers,
-        starts_ms,
-        ends_ms,
-        created_by: text_field(&object, "createdBy", "who makes the silence")?,
-        comment: text_field(&object, "comment", "why the alerts are silenced")?,
+        starts_ms: starts.as_ms(),
+        ends_ms: ends.as_ms(),
+        created_by: text_field(
+            &object,
+            "createdBy",
+            "who makes the silence",
+            MAX_AUTHOR_BYTES,
+        )?,
+        comment: text_field(
+            &object,
+            "comment",
+            "why the alerts are silenced",
+            MAX_COMMENT_BYTES,
+        )?,
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const NOW: i64 = 1_800_000_000_000;
-
-    fn parse(body: Value) -> Result<NewSilence, FieldError> {
-        parse_new(body.to_string().as_bytes(), NOW)
-    }
-
-    #[test]
-    fn a_silence_from_strings_or_alertmanager_objects() {
-        let s = parse(json!({
-            "matchers": ["alertname=GpuHot", {"name": "gpu", "value": "[01]", "isRegex": true}],
-            "duration": "2h",
-            "createdBy": "ops",
-            "comment": "fan swap",
-        }))
-        .unwrap();
-        assert_eq!(s.starts_ms, NOW);
-        assert_eq!(s.ends_ms, NOW + 2 * 3_600_000);
-        assert_eq!(s.matchers.len(), 2);
-        assert_eq!(s.matchers[1].to_string(), "gpu=~[01]");
-        let s = parse(json!({
-            "matchers": ["gpu=0"],
-            "startsAt": rfc3339_ms(NOW + 1000),
-            "endsAt": rfc3339_ms(NOW + 60_000),
-            "createdBy": "ops",
-            "comment": "later",
-        }))
-        .unwrap();
-        assert_eq!((s.starts_ms, s.ends_ms), (NOW + 1000, NOW + 60_000));
-    }
-
-    #[test]
-    fn every_refusal_names_its_field() {
-        let base =
-            json!({"matchers": ["gpu=0"], "duration": "1h", "createdBy": "a", "comment": "c"});
-        let with = |key: &str, value: Value| {
-            let mut b = base.clone();
-            b[key] = value;
-            parse(b).unwrap_err().field
-        };
-        let without = |key: &str| {
-            let mut b = base.clone();
-            b.as_object_mut().unwrap().remove(key);
-            parse(b).unwrap_err().field
-        };
-        assert_eq!(with("matchers", json!([])), "matchers");
-        assert_eq!(with("matchers", json!(["gpu=0", "gpu=~("])), "matchers[1]");
-        assert_eq!(
-            with("matchers", json!([{"name": "gpu"}])),
-            "matchers[0].value"
-        );
-        assert_eq!(
-            with("matchers", json!([{"name": "9", "value": "x"}])),
-            "matchers[0].name"
-        );
-        assert_eq!(with("matchers", json!(["gpu=~.*"])), "matchers");
-        assert_eq!(with("duration", json!("soon")), "duration");
-        assert_eq!(with("endsAt", json!("2020-01-01T00:00:00Z")), "duration");
-        assert_eq!(with("startsAt", json!("yesterday")), "startsAt");
-        assert_eq!(with("comment", json!("  ")), "comment");
-        assert_eq!(with("creator", json!("x")), "creator");
-        assert_eq!(without("createdBy"), "createdBy");
-        assert_eq!(without("duration"), "endsAt");
-        let mut past = base.clone();
-        past.as_object_mut().unwrap().remove("duration");
-        past["endsAt"] = json!("2020-01-01T00:00:00Z");
-        assert_eq!(parse(past).unwrap_err().field, "endsAt");
-        assert_eq!(parse_new(b"{", NOW).unwrap_err().field, "body");
-    }
-
-    #[test]
-    fn state_follows_the_window() {
-        let s = Silence {
-            id: 1,
-            matchers: vec![Matcher::parse("gpu=0").unwrap()],
-            starts_ms: 100,
-            ends_ms: 200,
-            created_by: "a".into(),
-            comment: "c".into(),
-            updated_ms: 0,
-        };
-        let gpu0: BTreeMap<String, String> = [("gpu".to_string(), "0".to_string())].into();
-        assert_eq!(s.state(99), SilenceState::Pending);
-        assert!(!s.mutes(&gpu0, 99));
-        assert_eq!(s.state(100), SilenceState::Active);
-        assert!(s.mutes(&gpu0, 150));
-        assert!(!s.mutes(&BTreeMap::new(), 150));
-        assert_eq!(s.state(200), SilenceState::Expired);
-        assert!(!s.mutes(&gpu0, 200));
-        assert_eq!(s.to_json(150)["status"]["state"], "active");
-    }
-}
+mod tests;

@@ -309,9 +309,12 @@ mod tests {
         save(&store.pool, &state, &[], &[], &[])
             .await
             .expect("save");
-        let silences = crate::alerting::Silences::open(store.pool.clone(), 0)
-            .await
-            .expect("silences");
+        let silences = crate::alerting::Silences::open(
+            store.pool.clone(),
+            crate::timespec::Timestamp::EARLIEST,
+        )
+        .await
+        .expect("silences");
         let now_ms = crate::notify::now_ms();
         let new = crate::alerting::silence::NewSilence {
             matchers: vec![Matcher::parse("gpu=2").unwrap()],
@@ -320,7 +323,10 @@ mod tests {
             created_by: "t".into(),
             comment: "c".into(),
         };
-        silences.add(&new, now_ms).await.expect("add");
+        silences
+            .add(new, crate::timespec::Timestamp::clamped(now_ms))
+            .await
+            .expect("add");
         let route = Route {
             severities: vec![crate::rules::Severity::Critical],
             ..Route::default()

@@ -2,6 +2,7 @@
 //! value, labels, annotations, fingerprint, and whether (and why) the alert
 //! is silenced or inhibited.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{json, Value};
@@ -13,11 +14,8 @@ use super::silence::Silence;
 
 /// One JSON object per alert in `state` (pending, firing, recently
 /// resolved), muted by `silences` and lost GPUs at `now`.
-pub fn alerts_json(state: &EvalState, silences: &[Silence], now: SystemTime) -> Vec<Value> {
-    let now_ms = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
+pub fn alerts_json(state: &EvalState, silences: &[Arc<Silence>], now: SystemTime) -> Vec<Value> {
+    let now_ms = crate::timespec::Timestamp::of(now).as_ms();
     let mutes = Mutes::new(state, silences, now_ms);
     state
         .alerts

@@ -9,10 +9,9 @@ use anyhow::anyhow;
 use serde_json::Value;
 
 use crate::alerting::history::{transitions, Filter};
-use crate::history::timespec::parse_time;
+use crate::timespec::Timestamp;
 
 use super::history::{database, open, time, DbOptions, ListFormat};
-use crate::gpu::now_ms;
 
 /// `gpuwatch alerts`.
 #[derive(Debug, Clone)]
@@ -51,9 +50,12 @@ fn text(value: &Value) -> String {
 
 /// Prints the alerts and their history.
 pub fn alerts(options: AlertsOptions) -> anyhow::Result<()> {
-    let now = now_ms();
-    let from_ms = parse_time(&options.since, now).map_err(|m| anyhow!("--since: {m}"))?;
-    let to_ms = parse_time(&options.until, now).map_err(|m| anyhow!("--until: {m}"))? + 1;
+    let now = Timestamp::now();
+    let from = Timestamp::parse(&options.since, now).map_err(|e| anyhow!("--since: {e}"))?;
+    let until = Timestamp::parse(&options.until, now).map_err(|e| anyhow!("--until: {e}"))?;
+    let from_ms = from.as_ms();
+    // `--until` is inclusive; the filter's end is not. In range: no overflow.
+    let to_ms = until.as_ms().saturating_add(1);
     let (path, _) = database(&options.db)?;
     let (runtime, store) = open(&path)?;
     let state = runtime
@@ -61,7 +63,7 @@ pub fn alerts(options: AlertsOptions) -> anyhow::Result<()> {
         .map_err(|e| anyhow!("cannot read the alert state from {}: {e}", path.display()))?
         .unwrap_or_default();
     let silences = runtime
-        .block_on(crate::alerting::silences::list(&store.pool))
+        .block_on(crate::alerting::silences::live(&store.pool, now))
         .map_err(|e| anyhow!("cannot read the silences from {}: {e}", path.display()))?;
     let filter = Filter {
         from_ms,
@@ -137,7 +139,7 @@ pub fn alerts(options: AlertsOptions) -> anyhow::Result<()> {
     println!(
         "History {} → {}:",
         time(from_ms as f64 / 1000.0),
-        time(now.min(to_ms) as f64 / 1000.0)
+        time(now.as_ms().min(to_ms) as f64 / 1000.0)
     );
     if records.is_empty() {
         println!("  no transitions in this range");

@@ -3,15 +3,14 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context};
 
 use crate::config::Config;
 use crate::history::chart::sparkline;
 use crate::history::query::{self, GpuSelector, Series};
-use crate::history::timespec::{parse_step, parse_time};
 use crate::history::{catalog, default_path, Store};
+use crate::timespec::{format_rfc3339_seconds, Step, Timestamp};
 
 /// Output format of the list commands (`events`, `alerts`, `silence list`):
 /// rows have no series to put in CSV.
@@ -116,10 +115,10 @@ pub(crate) fn open(path: &Path) -> anyhow::Result<(tokio::runtime::Runtime, Stor
     Ok((runtime, store))
 }
 
-/// Unix seconds as RFC 3339 (seconds).
+/// Unix seconds as RFC 3339 (seconds); never panics (a time outside
+/// 1970..9999 read from the database is clamped).
 pub(crate) fn time(seconds: f64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs_f64(seconds.max(0.0)))
-        .to_string()
+    format_rfc3339_seconds(seconds)
 }
 
 fn number(v: Option<f64>) -> String {
@@ -142,15 +141,16 @@ pub fn history(options: HistoryOptions) -> anyhow::Result<()> {
         )
     })?;
     let gpu: GpuSelector = options.gpu.parse().map_err(|m| anyhow!("--gpu: {m}"))?;
-    let now = crate::gpu::now_ms();
-    let from = parse_time(&options.since, now).map_err(|m| anyhow!("--since: {m}"))?;
-    let to = parse_time(&options.until, now).map_err(|m| anyhow!("--until: {m}"))?;
+    let now = Timestamp::now();
+    let from = Timestamp::parse(&options.since, now).map_err(|e| anyhow!("--since: {e}"))?;
+    let to = Timestamp::parse(&options.until, now).map_err(|e| anyhow!("--until: {e}"))?;
     let step = options
         .step
         .as_deref()
-        .map(parse_step)
+        .map(Step::parse)
         .transpose()
-        .map_err(|m| anyhow!("--step: {m}"))?;
+        .map_err(|e| anyhow!("--step: {e}"))?
+        .map(Step::get);
     let (path, retention) = database(&options.db)?;
     let (runtime, store) = open(&path)?;
     let series = runtime
@@ -158,11 +158,11 @@ pub fn history(options: HistoryOptions) -> anyhow::Result<()> {
             &store.pool,
             &gpu,
             field,
-            from,
-            to,
+            from.as_ms(),
+            to.as_ms(),
             step,
             retention,
-            now,
+            now.as_ms(),
         ))
         .map_err(|e| anyhow!("{e}"))?;
     print!("{}", render_series(&series, options.format)?);
@@ -245,22 +245,22 @@ pub fn render_series(series: &Series, format: OutputFormat) -> anyhow::Result<St
 
 /// Prints events.
 pub fn events(options: EventsOptions) -> anyhow::Result<()> {
-    let now = crate::gpu::now_ms();
-    let from = parse_time(&options.since, now).map_err(|m| anyhow!("--since: {m}"))?;
-    let to = parse_time(&options.until, now).map_err(|m| anyhow!("--until: {m}"))?;
+    let now = Timestamp::now();
+    let from = Timestamp::parse(&options.since, now).map_err(|e| anyhow!("--since: {e}"))?;
+    let to = Timestamp::parse(&options.until, now).map_err(|e| anyhow!("--until: {e}"))?;
     let gpu: Option<GpuSelector> = options
         .gpu
         .as_deref()
         .map(str::parse)
         .transpose()
-        .map_err(|m: String| anyhow!("--gpu: {m}"))?;
+        .map_err(|e: query::EmptyGpuSelector| anyhow!("--gpu: {e}"))?;
     let (path, _) = database(&options.db)?;
     let (runtime, store) = open(&path)?;
     let events = runtime
         .block_on(query::events(
             &store.pool,
-            from,
-            to,
+            from.as_ms(),
+            to.as_ms(),
             gpu.as_ref(),
             options.kind.as_deref(),
             100_000,

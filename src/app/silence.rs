@@ -12,9 +12,11 @@ use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
 use crate::alerting::matcher::Matcher;
+use crate::alerting::silence::MAX_MATCHERS;
 use crate::config::Config;
 use crate::files::{self, read_bounded_string};
 use crate::http::webconfig;
+use crate::timespec::{parse_duration, Timestamp, SILENCE};
 
 use super::history::time;
 use super::history::ListFormat;
@@ -212,15 +214,29 @@ pub fn add(options: AddOptions) -> anyhow::Result<()> {
     if options.matchers.is_empty() {
         bail!("give at least one --match, e.g. --match alertname=GpuHot --match gpu=0");
     }
-    for m in &options.matchers {
-        Matcher::parse(m).map_err(|e| anyhow!("--match {m}: {e}"))?;
+    if options.matchers.len() > MAX_MATCHERS {
+        bail!(
+            "--match: {} matchers; a silence has at most {MAX_MATCHERS}",
+            options.matchers.len()
+        );
     }
-    humantime::parse_duration(&options.duration).map_err(|_| {
-        anyhow!(
-            "--duration {}: not a duration; write it like 30m, 2h or 1d",
-            options.duration
-        )
-    })?;
+    for m in &options.matchers {
+        Matcher::parse(m).map_err(|e| anyhow!("--match: {e}"))?;
+    }
+    // Checked here too, so a mistake is named without asking the agent.
+    let duration =
+        parse_duration(&options.duration, SILENCE).map_err(|e| anyhow!("--duration: {e}"))?;
+    let start = match &options.start {
+        Some(start) => Timestamp::parse_rfc3339(start).map_err(|e| anyhow!("--start: {e}"))?,
+        None => Timestamp::now(),
+    };
+    if start.checked_add(duration).is_none() {
+        bail!(
+            "--duration: {start} plus {} is past {}, the latest time accepted",
+            options.duration,
+            Timestamp::LATEST
+        );
+    }
     let mut body = json!({
         "matchers": options.matchers,
         "duration": options.duration,
@@ -283,11 +299,9 @@ pub fn list(agent: AgentOptions, all: bool, format: ListFormat) -> anyhow::Resul
         "id", "state", "starts", "ends", "created by", "matchers"
     );
     let short = |v: &Value| {
-        humantime::parse_rfc3339_weak(&text_of(v))
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| time(d.as_secs_f64()))
-            .unwrap_or_else(|| text_of(v))
+        Timestamp::parse_rfc3339(&text_of(v))
+            .map(|t| time(t.as_seconds_f64()))
+            .unwrap_or_else(|_| text_of(v))
     };
     for s in &silences {
         let matchers: Vec<String> = s["matchers"]

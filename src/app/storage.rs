@@ -161,7 +161,7 @@ impl Attached {
 }
 
 async fn open_silences(store: &Store) -> Availability<Silences> {
-    match Silences::open(store.pool.clone(), crate::notify::now_ms()).await {
+    match Silences::open(store.pool.clone(), crate::timespec::Timestamp::now()).await {
         Ok(silences) => Availability::Up(silences),
         Err(e) => {
             warn!(path = %store.path.display(), error = %e, "Cannot read the silences from the history database: until the agent restarts, the silences API answers 503 and alert notifications are held (they would ignore the silences).");

@@ -93,13 +93,13 @@ impl Validator<'_> {
         for (name, value) in map.get_ref() {
             match Matcher::new(name, op, value.get_ref()) {
                 Ok(m) => route.matchers.push(m),
-                Err(message) => {
-                    let span = if message.contains("label name") {
+                Err(error) => {
+                    let span = if error.is_about_name() {
                         map.span()
                     } else {
                         value.span()
                     };
-                    self.problem(&format!("{field}.{name}"), span, &message);
+                    self.problem(&format!("{field}.{name}"), span, &error.to_string());
                 }
             }
         }

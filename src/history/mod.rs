@@ -11,7 +11,8 @@
 //! - [`attach`]: the database as it becomes available: retried in the
 //!   background when the storage fails at start.
 //! - [`retention`]: per-tier retention and the size cap.
-//! - [`query`] / [`timespec`] / [`chart`]: reading it back for the API and CLI.
+//! - [`query`] / [`chart`]: reading it back for the API and CLI (times and
+//!   steps from outside are checked by [`crate::timespec`]).
 //! - [`stats`]: the `gpuwatch_history_*` metrics.
 
 pub mod attach;
@@ -25,7 +26,6 @@ pub mod rollup;
 pub mod sql;
 pub mod stats;
 pub mod store;
-pub mod timespec;
 pub mod writer;
 
 #[cfg(test)]

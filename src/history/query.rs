@@ -8,6 +8,8 @@ use serde::Serialize;
 // The series SQL names a catalogue column and a tier table, never input.
 use sqlx::{AssertSqlSafe, Row, SqlitePool};
 
+use crate::timespec::{format_rfc3339_ms, Step, Timestamp};
+
 use super::catalog::{Field, Kind};
 use super::retention::Retention;
 
@@ -43,13 +45,18 @@ pub enum GpuSelector {
     Uuid(String),
 }
 
-impl FromStr for GpuSelector {
-    type Err = String;
+/// Why a GPU selector is refused: it is empty.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("give a GPU index (0, 1, ...) or UUID")]
+pub struct EmptyGpuSelector;
 
-    fn from_str(text: &str) -> Result<Self, String> {
+impl FromStr for GpuSelector {
+    type Err = EmptyGpuSelector;
+
+    fn from_str(text: &str) -> Result<Self, EmptyGpuSelector> {
         let text = text.trim();
         if text.is_empty() {
-            return Err("give a GPU index (0, 1, ...) or UUID".into());
+            return Err(EmptyGpuSelector);
         }
         Ok(match text.parse::<u32>() {
             Ok(index) => GpuSelector::Index(index),
@@ -179,7 +186,9 @@ pub const MAX_POINTS: i64 = 11_000;
 /// minute, the minute tier while it covers it and the step is under an
 /// hour, else the hour tier.
 pub fn pick_tier(from_ms: i64, step_ms: i64, retention: Retention, now_ms: i64) -> Tier {
-    let covers = |keep: Duration| from_ms >= now_ms - keep.as_millis() as i64;
+    let covers = |keep: Duration| {
+        from_ms >= now_ms.saturating_sub(i64::try_from(keep.as_millis()).unwrap_or(i64::MAX))
+    };
     if step_ms < 60_000 && covers(retention.raw) {
         Tier::Raw
     } else if step_ms < 3_600_000 && covers(retention.minute) {
@@ -189,7 +198,9 @@ pub fn pick_tier(from_ms: i64, step_ms: i64, retention: Retention, now_ms: i64) 
     }
 }
 
-/// One metric of one GPU between `from_ms` and `to_ms`.
+/// One metric of one GPU between `from_ms` and `to_ms`. The times must lie
+/// in 1970..9999 and the step in 1 s..1 year (see [`crate::timespec`]);
+/// anything else is a [`QueryError::BadParameter`], never an overflow.
 #[allow(clippy::too_many_arguments)]
 pub async fn series(
     pool: &SqlitePool,
@@ -201,12 +212,29 @@ pub async fn series(
     retention: Retention,
     now_ms: i64,
 ) -> Result<Series, QueryError> {
+    let out_of_range = |ms: i64| {
+        format!(
+            "{} is outside the accepted times, 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z",
+            format_rfc3339_ms(ms)
+        )
+    };
+    let from_ms = Timestamp::from_ms(from_ms)
+        .ok_or_else(|| bad("from", out_of_range(from_ms)))?
+        .as_ms();
+    let to_ms = Timestamp::from_ms(to_ms)
+        .ok_or_else(|| bad("to", out_of_range(to_ms)))?
+        .as_ms();
+    let step = step
+        .map(Step::new)
+        .transpose()
+        .map_err(|e| bad("step", e.to_string()))?;
     if to_ms <= from_ms {
         return Err(bad("from", "must be before `to`"));
     }
+    // Both in 1970..9999: no overflow; the step is at least a second.
     let span = to_ms - from_ms;
     let mut step_ms = match step {
-        Some(step) => step.as_millis() as i64,
+        Some(step) => step.as_ms(),
         None => (span / 240).max(1000),
     };
     if span / step_ms > MAX_POINTS {

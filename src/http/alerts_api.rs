@@ -2,7 +2,8 @@
 //! silenced or inhibited), `GET /api/v1/alerts/history` (stored
 //! transitions), and the silences: `GET`/`POST /api/v1/silences`,
 //! `GET`/`DELETE /api/v1/silences/{id}`. Errors are JSON naming the
-//! parameter or field.
+//! parameter or field (400); a silence over the limits of
+//! [`crate::alerting::silence_set`] is a 409 saying which.
 
 use std::time::SystemTime;
 
@@ -14,12 +15,17 @@ use serde_json::json;
 
 use crate::alerting::history::{transitions, Filter};
 use crate::alerting::silence::parse_new;
-use crate::history::timespec::parse_time;
+use crate::alerting::silences::AddError;
+use crate::timespec::{quote, Timestamp};
 
-use super::history_api::{bad, json_response, params, unavailable};
+use super::history_api::{
+    bad, json_response, limit_param, params, time_param, unavailable, ParamError,
+};
 use super::routes::HttpResponse;
 use super::HttpState;
-use crate::gpu::now_ms;
+
+/// The most transitions one `/api/v1/alerts/history` answer lists.
+const MAX_TRANSITIONS: u32 = 10_000;
 
 /// The largest silence body accepted.
 const MAX_BODY: usize = 64 * 1024;
@@ -72,6 +78,30 @@ pub fn alerts(state: &HttpState) -> HttpResponse {
     json_response(StatusCode::OK, &json!({ "alerts": list }))
 }
 
+/// Parses `?from=-1d&to=now&alertname=&gpu=&limit=200` into a filter;
+/// an unknown parameter is refused.
+pub(super) fn history_filter(query: Option<&str>, now: Timestamp) -> Result<Filter, ParamError> {
+    let p = params(query);
+    for name in p.keys() {
+        if !["from", "to", "alertname", "gpu", "limit"].contains(&name.as_str()) {
+            return Err(ParamError::new(
+                &quote(name),
+                "unknown parameter: use from, to, alertname, gpu, limit",
+            ));
+        }
+    }
+    let from = time_param(&p, "from", "-1d", now)?;
+    let to = time_param(&p, "to", "now", now)?;
+    Ok(Filter {
+        from_ms: from.as_ms(),
+        // `to` is inclusive; the filter's end is not. In range, so no overflow.
+        to_ms: to.as_ms().saturating_add(1),
+        alertname: p.get("alertname").cloned(),
+        gpu: p.get("gpu").cloned(),
+        limit: i64::from(limit_param(&p, 200, MAX_TRANSITIONS)?),
+    })
+}
+
 /// `GET /api/v1/alerts/history?from=-1d&to=now&alertname=&gpu=&limit=200`:
 /// stored transitions, newest first.
 pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
@@ -82,35 +112,9 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
         Ok(store) => store,
         Err(reason) => return unavailable(&reason),
     };
-    let p = params(query);
-    let now = now_ms();
-    let from_ms = match parse_time(p.get("from").map_or("-1d", String::as_str), now) {
-        Ok(t) => t,
-        Err(message) => return bad("from", &message),
-    };
-    let to_ms = match parse_time(p.get("to").map_or("now", String::as_str), now) {
-        Ok(t) => t + 1,
-        Err(message) => return bad("to", &message),
-    };
-    let limit = match p.get("limit").map(|l| l.parse::<i64>()) {
-        None => 200,
-        Some(Ok(l)) if (1..=10_000).contains(&l) => l,
-        Some(_) => return bad("limit", "must be a number from 1 to 10000"),
-    };
-    for name in p.keys() {
-        if !["from", "to", "alertname", "gpu", "limit"].contains(&name.as_str()) {
-            return bad(
-                name,
-                "unknown parameter: use from, to, alertname, gpu, limit",
-            );
-        }
-    }
-    let filter = Filter {
-        from_ms,
-        to_ms,
-        alertname: p.get("alertname").cloned(),
-        gpu: p.get("gpu").cloned(),
-        limit,
+    let filter = match history_filter(query, Timestamp::now()) {
+        Ok(filter) => filter,
+        Err(e) => return e.response(),
     };
     match transitions(&store.pool, &filter).await {
         Ok(records) => json_response(StatusCode::OK, &json!({ "transitions": records })),
@@ -144,16 +148,14 @@ pub async fn silences(state: &HttpState, request: Request<Incoming>) -> HttpResp
         Ok(silences) => silences,
         Err(reason) => return unavailable(&reason),
     };
-    let now = now_ms();
+    let now = Timestamp::now();
+    let now_ms = now.as_ms();
     if id.is_empty() {
         return match *request.method() {
-            Method::GET | Method::HEAD => match silences.list().await {
-                Ok(list) => {
-                    let list: Vec<_> = list.iter().map(|s| s.to_json(now)).collect();
-                    json_response(StatusCode::OK, &json!({ "silences": list }))
-                }
-                Err(e) => database_error(&e),
-            },
+            Method::GET | Method::HEAD => {
+                let list: Vec<_> = silences.list().iter().map(|s| s.to_json(now_ms)).collect();
+                json_response(StatusCode::OK, &json!({ "silences": list }))
+            }
             Method::POST => {
                 let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
                     Ok(body) => body.to_bytes(),
@@ -168,33 +170,43 @@ pub async fn silences(state: &HttpState, request: Request<Incoming>) -> HttpResp
                     Ok(new) => new,
                     Err(e) => return field_error(&e.field, &e.message),
                 };
-                match silences.add(&new, now).await {
+                let matchers = new
+                    .matchers
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let created_by = new.created_by.clone();
+                match silences.add(new, now).await {
                     Ok(id) => {
-                        tracing::info!(silence = id, matchers = %new.matchers.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
-                            created_by = %new.created_by, "Silence added.");
+                        tracing::info!(silence = id, matchers = %matchers, created_by = %created_by, "Silence added.");
                         json_response(StatusCode::OK, &json!({ "silenceID": id }))
                     }
-                    Err(e) => database_error(&e),
+                    Err(AddError::Full(full)) => error(StatusCode::CONFLICT, &full.to_string()),
+                    Err(AddError::Database(e)) => database_error(&e),
                 }
             }
             _ => not_allowed("GET, HEAD, POST"),
         };
     }
     let Ok(id) = id.parse::<i64>() else {
-        return bad("id", &format!("\"{id}\" is not a silence id (a number)"));
+        return bad(
+            "id",
+            &format!(
+                "\"{}\" is not a silence id (a number)",
+                crate::timespec::quote(&id)
+            ),
+        );
     };
     match *request.method() {
-        Method::GET | Method::HEAD => match silences.list().await {
-            Ok(list) => match list.iter().find(|s| s.id == id) {
-                Some(s) => json_response(StatusCode::OK, &s.to_json(now)),
-                None => error(StatusCode::NOT_FOUND, &format!("no silence {id}")),
-            },
-            Err(e) => database_error(&e),
+        Method::GET | Method::HEAD => match silences.current().iter().find(|s| s.id == id) {
+            Some(s) => json_response(StatusCode::OK, &s.to_json(now_ms)),
+            None => error(StatusCode::NOT_FOUND, &format!("no silence {id}")),
         },
         Method::DELETE => match silences.expire(id, now).await {
             Ok(Some(s)) => {
                 tracing::info!(silence = id, "Silence expired.");
-                json_response(StatusCode::OK, &s.to_json(now))
+                json_response(StatusCode::OK, &s.to_json(now_ms))
             }
             Ok(None) => error(StatusCode::NOT_FOUND, &format!("no silence {id}")),
             Err(e) => database_error(&e),
@@ -202,3 +214,6 @@ pub async fn silences(state: &HttpState, request: Request<Incoming>) -> HttpResp
         _ => not_allowed("GET, HEAD, DELETE"),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,10 +8,13 @@ use serde_json::json;
 
 use crate::history::catalog;
 use crate::history::query::{self, GpuSelector, QueryError};
-use crate::history::timespec::{parse_step, parse_time};
+use crate::timespec::{parse_count, quote, Step, Timestamp};
 
 use super::routes::{respond, HttpResponse};
 use super::HttpState;
+
+/// The most events one `/api/v1/events` answer lists.
+const MAX_EVENTS: u32 = 100_000;
 
 /// A JSON response.
 pub(super) fn json_response(status: StatusCode, value: &serde_json::Value) -> HttpResponse {
@@ -58,6 +61,109 @@ fn disabled() -> HttpResponse {
     )
 }
 
+/// A refused query parameter: its name and why (the message quotes the
+/// value where one was given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{parameter}: {message}")]
+pub(super) struct ParamError {
+    /// The parameter.
+    pub parameter: String,
+    /// What is wrong and what is accepted.
+    pub message: String,
+}
+
+impl ParamError {
+    /// A refused `parameter`.
+    pub fn new(parameter: &str, message: impl ToString) -> ParamError {
+        ParamError {
+            parameter: parameter.to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    /// The 400 response.
+    pub fn response(&self) -> HttpResponse {
+        bad(&self.parameter, &self.message)
+    }
+}
+
+/// A time parameter, `default` when absent.
+pub(super) fn time_param(
+    p: &HashMap<String, String>,
+    name: &str,
+    default: &str,
+    now: Timestamp,
+) -> Result<Timestamp, ParamError> {
+    Timestamp::parse(p.get(name).map_or(default, String::as_str), now)
+        .map_err(|e| ParamError::new(name, e))
+}
+
+/// A `limit` parameter: 1 to `max`, `default` when absent.
+pub(super) fn limit_param(
+    p: &HashMap<String, String>,
+    default: u32,
+    max: u32,
+) -> Result<u32, ParamError> {
+    match p.get("limit") {
+        None => Ok(default),
+        Some(l) => parse_count(l, 1, max).map_err(|e| ParamError::new("limit", e)),
+    }
+}
+
+/// The parameters of `/api/v1/history`, checked.
+#[derive(Debug, Clone)]
+pub(super) struct SeriesQuery {
+    /// The GPU.
+    pub gpu: GpuSelector,
+    /// The metric.
+    pub field: &'static catalog::Field,
+    /// From (default an hour ago).
+    pub from: Timestamp,
+    /// To (default now).
+    pub to: Timestamp,
+    /// The step, if given.
+    pub step: Option<Step>,
+}
+
+/// Parses `?gpu=INDEX|UUID&metric=NAME&from=-1h&to=now&step=1m`.
+pub(super) fn series_query(query: Option<&str>, now: Timestamp) -> Result<SeriesQuery, ParamError> {
+    let p = params(query);
+    let Some(gpu) = p.get("gpu") else {
+        return Err(ParamError::new(
+            "gpu",
+            "missing: give a GPU index (0, 1, ...) or UUID",
+        ));
+    };
+    let gpu: GpuSelector = gpu.parse().map_err(|e| ParamError::new("gpu", e))?;
+    let Some(metric) = p.get("metric") else {
+        return Err(ParamError::new(
+            "metric",
+            format!("missing: one of {}", catalog::names().join(", ")),
+        ));
+    };
+    let Some(field) = catalog::field(metric) else {
+        return Err(ParamError::new(
+            "metric",
+            format!(
+                "unknown metric \"{}\": one of {}",
+                quote(metric),
+                catalog::names().join(", ")
+            ),
+        ));
+    };
+    Ok(SeriesQuery {
+        gpu,
+        field,
+        from: time_param(&p, "from", "-1h", now)?,
+        to: time_param(&p, "to", "now", now)?,
+        step: p
+            .get("step")
+            .map(|s| Step::parse(s))
+            .transpose()
+            .map_err(|e| ParamError::new("step", e))?,
+    })
+}
+
 /// `?gpu=INDEX|UUID&metric=NAME&from=-1h&to=now&step=1m`
 pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
     let Some(api) = &state.history else {
@@ -67,47 +173,57 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
         Ok(store) => store,
         Err(reason) => return unavailable(&reason),
     };
-    let p = params(query);
-    let now = crate::gpu::now_ms();
-    let Some(gpu) = p.get("gpu") else {
-        return bad("gpu", "missing: give a GPU index (0, 1, ...) or UUID");
+    let now = Timestamp::now();
+    let q = match series_query(query, now) {
+        Ok(q) => q,
+        Err(e) => return e.response(),
     };
-    let gpu: GpuSelector = match gpu.parse() {
-        Ok(gpu) => gpu,
-        Err(message) => return bad("gpu", &message),
-    };
-    let Some(metric) = p.get("metric") else {
-        return bad(
-            "metric",
-            &format!("missing: one of {}", catalog::names().join(", ")),
-        );
-    };
-    let Some(field) = catalog::field(metric) else {
-        return bad(
-            "metric",
-            &format!(
-                "unknown metric \"{metric}\": one of {}",
-                catalog::names().join(", ")
-            ),
-        );
-    };
-    let from = match parse_time(p.get("from").map_or("-1h", String::as_str), now) {
-        Ok(t) => t,
-        Err(message) => return bad("from", &message),
-    };
-    let to = match parse_time(p.get("to").map_or("now", String::as_str), now) {
-        Ok(t) => t,
-        Err(message) => return bad("to", &message),
-    };
-    let step = match p.get("step").map(|s| parse_step(s)) {
-        None => None,
-        Some(Ok(step)) => Some(step),
-        Some(Err(message)) => return bad("step", &message),
-    };
-    match query::series(&store.pool, &gpu, field, from, to, step, api.retention, now).await {
+    match query::series(
+        &store.pool,
+        &q.gpu,
+        q.field,
+        q.from.as_ms(),
+        q.to.as_ms(),
+        q.step.map(Step::get),
+        api.retention,
+        now.as_ms(),
+    )
+    .await
+    {
         Ok(series) => json_response(StatusCode::OK, &json!(series)),
         Err(e) => failed(e),
     }
+}
+
+/// The parameters of `/api/v1/events`, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct EventsQuery {
+    /// From (default a day ago).
+    pub from: Timestamp,
+    /// To (default now).
+    pub to: Timestamp,
+    /// Only this GPU.
+    pub gpu: Option<GpuSelector>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// At most this many (default 1000).
+    pub limit: u32,
+}
+
+/// Parses `?from=-1d&to=now&gpu=&kind=&limit=`.
+pub(super) fn events_query(query: Option<&str>, now: Timestamp) -> Result<EventsQuery, ParamError> {
+    let p = params(query);
+    Ok(EventsQuery {
+        from: time_param(&p, "from", "-1d", now)?,
+        to: time_param(&p, "to", "now", now)?,
+        gpu: p
+            .get("gpu")
+            .map(|g| g.parse())
+            .transpose()
+            .map_err(|e| ParamError::new("gpu", e))?,
+        kind: p.get("kind").cloned(),
+        limit: limit_param(&p, 1000, MAX_EVENTS)?,
+    })
 }
 
 /// `?from=-1d&to=now&gpu=&kind=&limit=`
@@ -119,33 +235,17 @@ pub async fn events(state: &HttpState, query: Option<&str>) -> HttpResponse {
         Ok(store) => store,
         Err(reason) => return unavailable(&reason),
     };
-    let p = params(query);
-    let now = crate::gpu::now_ms();
-    let from = match parse_time(p.get("from").map_or("-1d", String::as_str), now) {
-        Ok(t) => t,
-        Err(message) => return bad("from", &message),
-    };
-    let to = match parse_time(p.get("to").map_or("now", String::as_str), now) {
-        Ok(t) => t,
-        Err(message) => return bad("to", &message),
-    };
-    let gpu: Option<GpuSelector> = match p.get("gpu").map(|g| g.parse()) {
-        None => None,
-        Some(Ok(gpu)) => Some(gpu),
-        Some(Err(message)) => return bad("gpu", &message),
-    };
-    let limit = match p.get("limit").map(|l| l.parse::<i64>()) {
-        None => 1000,
-        Some(Ok(l)) if (1..=100_000).contains(&l) => l,
-        Some(_) => return bad("limit", "must be a number from 1 to 100000"),
+    let q = match events_query(query, Timestamp::now()) {
+        Ok(q) => q,
+        Err(e) => return e.response(),
     };
     match query::events(
         &store.pool,
-        from,
-        to,
-        gpu.as_ref(),
-        p.get("kind").map(String::as_str),
-        limit,
+        q.from.as_ms(),
+        q.to.as_ms(),
+        q.gpu.as_ref(),
+        q.kind.as_deref(),
+        i64::from(q.limit),
     )
     .await
     {
@@ -153,3 +253,6 @@ pub async fn events(state: &HttpState, query: Option<&str>) -> HttpResponse {
         Err(e) => failed(e),
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests;
