@@ -772,9 +772,10 @@ fn builtin_annotations_follow_the_configured_hold() {
     // No built-in text carries a number of its own for what the
     // configuration sets: holds come from {{ .for }}, thresholds from
     // {{ .threshold }}, Xid codes from {{ .value }}.
-    let fixed =
-        regex::Regex::new(r"\b\d+(\.\d+)? ?(s|m|h|seconds?|minutes?|hours?|°C|%|GiB)\b|Xid \d")
-            .expect("regex");
+    let fixed = regex_automata::meta::Regex::new(
+        r"\b\d+(\.\d+)? ?(s|m|h|seconds?|minutes?|hours?|°C|%|GiB)\b|Xid \d",
+    )
+    .expect("regex");
     for rule in builtin_rules() {
         for (key, template) in &rule.annotations {
             assert!(
