@@ -1,6 +1,8 @@
 //! One simulated GPU: its metrics, counters and faults as functions of t.
 
 use super::counters::Integrator;
+use super::gpm::GpmSim;
+use super::nvlink::NvLinkSim;
 use super::processes::{mib_to_bytes, ExplicitProcess, Pool, ProcessSample};
 use super::Unavailable;
 use crate::rng;
@@ -9,7 +11,10 @@ use crate::scenario::{Fault, FaultEffect, Feature, GpuConfig};
 use crate::timeline::{Signal, TimelineSpec};
 use toml::Spanned;
 
+mod health;
+mod perf;
 mod sharing;
+pub use health::{FabricInfo, NvLinkRemote};
 pub use sharing::{MigInstance, ProcessUtilization};
 
 /// Clock-event reason bits (nvmlClocksEventReason*).
@@ -103,7 +108,15 @@ pub struct GpuSim {
     signals: Signals,
     processes: Vec<ExplicitProcess>,
     pool: Option<Pool>,
-    counters: Integrator<COUNTERS>,
+    counters: Integrator<[f64; COUNTERS]>,
+    /// GPM of the whole GPU (`None`: no GPM, as before Hopper).
+    gpm: Option<GpmSim>,
+    /// GPM of each MIG GPU instance, by instance id (GPUs with GPM only).
+    mig_gpm: Vec<(u32, GpmSim)>,
+    /// NVLink links (`None`: NVLink NOT_SUPPORTED).
+    nvlink: Option<NvLinkSim>,
+    /// Bus id of the GPU at the far end of the links (remote = "gpu").
+    nvlink_peer: Option<String>,
 }
 
 impl GpuSim {
@@ -145,6 +158,27 @@ impl GpuSim {
                 rng::mix(seed, rng::hash_str("process_pool")),
             )
         });
+        let spec = &config.spec;
+        let gpm = spec
+            .gpm
+            .as_ref()
+            .map(|g| GpmSim::new(g, rng::mix(seed, rng::hash_str("gpm"))));
+        let no_gpm = crate::scenario::gpm::GpmSpec::default();
+        let mig_gpm = match gpm {
+            Some(_) => spec
+                .mig_instances
+                .iter()
+                .map(|m| {
+                    let seed = rng::mix(seed, 0x6750_0000 + u64::from(m.id));
+                    (m.id, GpmSim::new(m.gpm.as_ref().unwrap_or(&no_gpm), seed))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let nvlink = spec
+            .nvlink
+            .as_ref()
+            .map(|n| NvLinkSim::new(n, &faults, rng::mix(seed, rng::hash_str("nvlink"))));
         GpuSim {
             config,
             faults,
@@ -152,6 +186,10 @@ impl GpuSim {
             processes,
             pool,
             counters: Integrator::default(),
+            gpm,
+            mig_gpm,
+            nvlink,
+            nvlink_peer: None,
         }
     }
 
@@ -187,6 +225,9 @@ impl GpuSim {
         let spec = self.spec();
         let hardware_lacks = match feature {
             Feature::Fan => spec.fans == 0,
+            Feature::Gpm => spec.gpm.is_none(),
+            Feature::Nvlink => spec.nvlink.is_none(),
+            Feature::Fabric => spec.fabric.is_none(),
             Feature::Ecc | Feature::RetiredPages | Feature::RemappedRows => !spec.ecc,
             Feature::Mig => spec.mig.is_none(),
             _ => false,

@@ -37,7 +37,7 @@ fn every_shipped_scenario_evaluates_for_ten_minutes() {
                     g.remapped_rows(t),
                     g.processes(ProcessKind::Compute, t),
                 );
-                let _ = (e.field(i, 252, t), e.gate(i, t));
+                let _ = (e.field(i, 252, 0, t), e.gate(i, t));
                 if let Ok(m) = g.memory(t) {
                     assert!(
                         m.used <= m.total && m.used >= m.reserved,
@@ -174,9 +174,9 @@ fn memory_pressure_reaches_98_percent() {
 fn field_ids_follow_the_driver_version() {
     let src = "driver_version = \"580.82.07\"\n[[gpu]]\n[gpu.metrics]\ntemperature_gpu = 100\n";
     let e = engine(src);
-    assert!(matches!(e.field(0, 270, 50.0), Ok(FieldValue::Ull(ns)) if ns == 50_000_000_000));
-    assert_eq!(e.field(0, 252, 50.0), Err(Unavailable::NotSupported));
+    assert!(matches!(e.field(0, 270, 0, 50.0), Ok(FieldValue::Ull(ns)) if ns == 50_000_000_000));
+    assert_eq!(e.field(0, 252, 0, 50.0), Err(Unavailable::NotSupported));
     let old = engine("[[gpu]]\n[gpu.metrics]\ntemperature_gpu = 100\n");
-    assert!(matches!(old.field(0, 252, 50.0), Ok(FieldValue::Ull(ns)) if ns == 50_000_000_000));
-    assert_eq!(old.field(0, 9999, 1.0), Err(Unavailable::NotSupported));
+    assert!(matches!(old.field(0, 252, 0, 50.0), Ok(FieldValue::Ull(ns)) if ns == 50_000_000_000));
+    assert_eq!(old.field(0, 9999, 0, 1.0), Err(Unavailable::NotSupported));
 }

@@ -10,6 +10,9 @@
 mod calls;
 mod device;
 mod events;
+mod gpm;
+mod kmsg;
+mod nvlink;
 mod out;
 mod sharing;
 mod state;
@@ -24,5 +27,7 @@ pub(crate) fn function_names() -> &'static [&'static str] {
 pub use calls::{nvmlSimCallCount, nvmlSimResetCallCounts, nvmlSimTotalCalls};
 pub use device::*;
 pub use events::*;
+pub use gpm::*;
+pub use nvlink::*;
 pub use sharing::*;
 pub use system::*;
