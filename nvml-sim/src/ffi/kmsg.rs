@@ -92,14 +92,14 @@ fn open(runtime: &Runtime, key: (String, PathBuf)) -> std::io::Result<Writer> {
         file,
         records: runtime.engine.kernel_log(t_init),
         next: 0,
-        boot_us: host_uptime_s().unwrap_or(t_init.max(0.0)) * 1e6,
+        boot_us: (host_uptime_s().unwrap_or(t_init.max(0.0)) * 1e6).round(),
         t_init,
         speed,
     })
 }
 
 /// Writes every record due at scenario time `now`.
-fn write_due(now: f64) {
+pub(crate) fn write_due(now: f64) {
     let mut guard = writer();
     let Some(w) = guard.as_mut() else {
         return;

@@ -8,6 +8,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod calls;
+mod control;
 mod device;
 mod events;
 mod gpm;
@@ -25,6 +26,7 @@ pub(crate) fn function_names() -> &'static [&'static str] {
 }
 
 pub use calls::{nvmlSimCallCount, nvmlSimResetCallCounts, nvmlSimTotalCalls};
+pub use control::nvmlSimSetTime;
 pub use device::*;
 pub use events::*;
 pub use gpm::*;
