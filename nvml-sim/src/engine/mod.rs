@@ -213,4 +213,8 @@ impl Engine {
 }
 
 #[cfg(test)]
+mod gpm_tests;
+#[cfg(test)]
+mod health_tests;
+#[cfg(test)]
 mod tests;
