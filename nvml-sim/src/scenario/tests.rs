@@ -251,3 +251,13 @@ fn latency_knows_the_gpm_and_health_functions() {
     assert_eq!(ok.function_latency_us["nvmlGpmMetricsGet"], 20);
     assert_eq!(ok.function_latency_us["nvmlDeviceGetGpuFabricInfoV"], 200);
 }
+
+#[test]
+fn the_readme_example_is_a_valid_scenario() {
+    let readme = include_str!("../../README.md");
+    let start = readme.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = start + readme[start..].find("```").expect("its end");
+    let scenario = Scenario::parse(&readme[start..end], "README.md").expect("valid example");
+    assert_eq!(scenario.gpu_count(), 2);
+    assert_eq!(scenario.kernel_log.len(), 1);
+}
