@@ -11,9 +11,11 @@ use crate::scenario::{Fault, FaultEffect, Feature, GpuConfig};
 use crate::timeline::{Signal, TimelineSpec};
 use toml::Spanned;
 
+mod ecc;
 mod health;
 mod perf;
 mod sharing;
+pub use ecc::EccState;
 pub use health::{FabricInfo, NvLinkRemote};
 pub use sharing::{MigInstance, ProcessUtilization};
 
@@ -64,21 +66,6 @@ pub struct MemoryState {
     pub reserved: u64,
     /// Used, including the reserved part (v1 semantics).
     pub used: u64,
-}
-
-/// ECC and retirement counters at some time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct EccState {
-    /// Corrected (single-bit) errors.
-    pub corrected: u64,
-    /// Uncorrected (double-bit) errors.
-    pub uncorrected: u64,
-    /// Uncorrected-error faults so far (one retired page / remapped row each).
-    pub uncorrected_events: u32,
-    /// A remap (and page retirement) is pending.
-    pub pending: bool,
-    /// A remap failed.
-    pub failure: bool,
 }
 
 /// Compiled metric timelines; `None` means "derive a sensible default".
@@ -158,27 +145,8 @@ impl GpuSim {
                 rng::mix(seed, rng::hash_str("process_pool")),
             )
         });
-        let spec = &config.spec;
-        let gpm = spec
-            .gpm
-            .as_ref()
-            .map(|g| GpmSim::new(g, rng::mix(seed, rng::hash_str("gpm"))));
-        let no_gpm = crate::scenario::gpm::GpmSpec::default();
-        let mig_gpm = match gpm {
-            Some(_) => spec
-                .mig_instances
-                .iter()
-                .map(|m| {
-                    let seed = rng::mix(seed, 0x6750_0000 + u64::from(m.id));
-                    (m.id, GpmSim::new(m.gpm.as_ref().unwrap_or(&no_gpm), seed))
-                })
-                .collect(),
-            None => Vec::new(),
-        };
-        let nvlink = spec
-            .nvlink
-            .as_ref()
-            .map(|n| NvLinkSim::new(n, &faults, rng::mix(seed, rng::hash_str("nvlink"))));
+        let (gpm, mig_gpm) = perf::compile(&config.spec, seed);
+        let nvlink = health::compile(&config.spec, &faults, seed);
         GpuSim {
             config,
             faults,
@@ -570,64 +538,6 @@ impl GpuSim {
         let s = self.spec();
         self.gated(Feature::Pcie, t, || {
             (s.pcie_gen, s.pcie_width, s.pcie_max_gen, s.pcie_max_width)
-        })
-    }
-
-    /// Whether ECC is enabled.
-    pub fn ecc_enabled(&self, t: f64) -> Result<bool, Unavailable> {
-        self.gated(Feature::Ecc, t, || true)
-    }
-
-    fn ecc_raw(&self, t: f64) -> EccState {
-        let mut ecc = EccState::default();
-        for f in self.faults.iter().filter(|f| f.at <= t) {
-            match f.effect {
-                FaultEffect::EccCorrected(n) => ecc.corrected += n,
-                FaultEffect::EccUncorrected(n) => {
-                    ecc.uncorrected += n;
-                    ecc.uncorrected_events += 1;
-                }
-                FaultEffect::RemapPending if f.active(t) => ecc.pending = true,
-                FaultEffect::RemapFailure if f.active(t) => ecc.failure = true,
-                _ => {}
-            }
-        }
-        ecc
-    }
-
-    /// ECC error counters (volatile = aggregate: the simulated boot is t = 0).
-    pub fn ecc(&self, t: f64) -> Result<EccState, Unavailable> {
-        self.gated(Feature::Ecc, t, || self.ecc_raw(t))
-    }
-
-    /// Retired pages for a cause (0 multiple single-bit, 1 double-bit): (address, µs timestamp).
-    pub fn retired_pages(&self, cause: u32, t: f64) -> Result<Vec<(u64, u64)>, Unavailable> {
-        self.check(Some(Feature::RetiredPages), t)?;
-        if cause != 1 {
-            return Ok(Vec::new());
-        }
-        Ok(self
-            .faults
-            .iter()
-            .filter(|f| f.at <= t && matches!(f.effect, FaultEffect::EccUncorrected(_)))
-            .map(|f| {
-                let address =
-                    (rng::mix(self.config.index as u64, f.at.to_bits()) & 0x00FF_FFFF) << 12;
-                (address, (f.at * 1e6) as u64)
-            })
-            .collect())
-    }
-
-    /// Whether page retirement is pending.
-    pub fn retired_pending(&self, t: f64) -> Result<bool, Unavailable> {
-        self.gated(Feature::RetiredPages, t, || self.ecc_raw(t).pending)
-    }
-
-    /// Remapped rows: (corrected, uncorrected, pending, failure).
-    pub fn remapped_rows(&self, t: f64) -> Result<(u32, u32, bool, bool), Unavailable> {
-        self.gated(Feature::RemappedRows, t, || {
-            let e = self.ecc_raw(t);
-            (0, e.uncorrected_events, e.pending, e.failure)
         })
     }
 

@@ -5,11 +5,13 @@ use super::GpuSim;
 use crate::codes;
 use crate::engine::nvlink::NvLinkSim;
 use crate::engine::Unavailable;
+use crate::rng;
 use crate::scenario::health::{
     parse_uuid, FabricState, HealthSummary, NvLinkCounter, RecoveryAction, RemoteKind, MAX_LINKS,
 };
+use crate::scenario::schema::GpuSpec;
 use crate::scenario::steps::Steps;
-use crate::scenario::Feature;
+use crate::scenario::{Fault, Feature};
 
 /// PCI device/vendor id of a third-generation NVSwitch (HGX H100/H200).
 const NVSWITCH_DEVICE_ID: u32 = 0x22A3_10DE;
@@ -42,6 +44,13 @@ pub struct FabricInfo {
     pub health_mask: u32,
     /// NVML_GPU_FABRIC_HEALTH_SUMMARY_*.
     pub health_summary: u8,
+}
+
+/// The NVLink model of a GPU (none without `[gpu.nvlink]`); `faults` are its faults.
+pub(super) fn compile(spec: &GpuSpec, faults: &[Fault], seed: u64) -> Option<NvLinkSim> {
+    spec.nvlink
+        .as_ref()
+        .map(|n| NvLinkSim::new(n, faults, rng::mix(seed, rng::hash_str("nvlink"))))
 }
 
 impl GpuSim {

@@ -3,7 +3,30 @@
 use super::GpuSim;
 use crate::engine::gpm::{GpmBase, GpmSim, GpmWindow};
 use crate::engine::Unavailable;
+use crate::rng;
+use crate::scenario::gpm::GpmSpec;
+use crate::scenario::schema::GpuSpec;
 use crate::scenario::Feature;
+
+/// The GPM models of a GPU and of its MIG instances (none without `[gpu.gpm]`).
+pub(super) fn compile(spec: &GpuSpec, seed: u64) -> (Option<GpmSim>, Vec<(u32, GpmSim)>) {
+    let Some(gpm) = &spec.gpm else {
+        return (None, Vec::new());
+    };
+    let no_gpm = GpmSpec::default();
+    let instances = spec
+        .mig_instances
+        .iter()
+        .map(|m| {
+            let seed = rng::mix(seed, 0x6750_0000 + u64::from(m.id));
+            (m.id, GpmSim::new(m.gpm.as_ref().unwrap_or(&no_gpm), seed))
+        })
+        .collect();
+    (
+        Some(GpmSim::new(gpm, rng::mix(seed, rng::hash_str("gpm")))),
+        instances,
+    )
+}
 
 impl GpuSim {
     /// Whether the GPU has GPM (nvmlGpmQueryDeviceSupport's isSupportedDevice).
