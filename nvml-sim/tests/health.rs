@@ -253,7 +253,7 @@ fn kernel_log_follows_a_running_clock() {
     std::env::set_var(nvml_sim::ENV_SPEED, "20");
     let scenario = scenario_file(
         "running.toml",
-        "[[gpu]]\n[[kernel_log]]\nat = \"2s\"\nkind = \"xid\"\ngpu = 0\ncode = 31\npid = 7\nname = \"a.out\"\n",
+        "[[gpu]]\n[[kernel_log]]\nat = \"2s\"\nkind = \"xid\"\ngpu = 0\ncode = 31\npid = 7\nname = \"a.out\"\n\n[[kernel_log]]\nat = \"1h\"\nkind = \"line\"\nmessage = \"late\"\n",
     );
     let nvml = open(scenario.to_str().expect("utf-8"), None).expect("init");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -276,6 +276,12 @@ fn kernel_log_follows_a_running_clock() {
     drop(nvml);
     std::env::remove_var(nvml_sim::ENV_SPEED);
     std::env::remove_var(nvml_sim::ENV_KMSG);
+    // The next scenario has no kernel log: the old one's late line is not
+    // written when time passes it.
+    let other = open("builtin:golden", Some("10")).expect("golden");
+    set_time(7200.0);
+    assert_eq!(records(&log).len(), 3, "{:?}", records(&log));
+    drop(other);
 }
 
 #[test]

@@ -47,6 +47,19 @@ fn every_shipped_scenario_evaluates_for_ten_minutes() {
                 if let Ok((u, m)) = g.utilization(t) {
                     assert!(u <= 100 && m <= 100);
                 }
+                let _ = (g.nvlink_active(0, t), g.fabric(t), e.field(i, 138, 0, t));
+                if step % 60 == 0 && g.gpm_supported() {
+                    let w = g.gpm_window(None, 0.0, t).expect("gpm window");
+                    for id in [1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 30, 40, 50] {
+                        if let Ok(v) = w.metric(id) {
+                            assert!(
+                                (0.0..=100.0).contains(&v),
+                                "{name} gpu {i} metric {id}: {v}"
+                            );
+                        }
+                    }
+                    assert!(w.metric(20).expect("pcie tx") >= 0.0);
+                }
             }
         }
     }

@@ -48,6 +48,7 @@ fn writer() -> MutexGuard<'static, Option<Writer>> {
 /// Starts (or resumes) the kernel log of a newly loaded runtime.
 pub(crate) fn start(runtime: &Arc<Runtime>) {
     let Some(path) = std::env::var_os(crate::ENV_KMSG).filter(|p| !p.is_empty()) else {
+        *writer() = None; // no log for this scenario: forget an earlier one
         return;
     };
     let path = PathBuf::from(path);
