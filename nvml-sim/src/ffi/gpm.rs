@@ -7,7 +7,7 @@
 //! INVALID_ARGUMENT: samples of different GPUs or instances, and samples
 //! given newest first (sample2 must not be older than sample1).
 
-use super::calls::{guard, Func};
+use super::calls::{guard, Func, NvmlResult};
 use super::out::out;
 use super::state::{self, on_gpu, with_device, MAX_DEVICES};
 use crate::engine::Unavailable;
@@ -55,7 +55,7 @@ pub(crate) fn free_all() {
 }
 
 /// Records `taken` in the buffer behind `sample` (INVALID_ARGUMENT if unknown).
-fn fill(sample: nvmlGpmSample_t, taken: Taken) -> Result<(), nvmlReturn_t> {
+fn fill(sample: nvmlGpmSample_t, taken: Taken) -> NvmlResult {
     let mut guard = samples();
     let cell = guard
         .as_mut()
@@ -127,7 +127,7 @@ pub unsafe extern "C" fn nvmlGpmSampleFree(sample: nvmlGpmSample_t) -> nvmlRetur
 }
 
 /// Fills `sample` with the GPU (or MIG instance) counters now.
-fn sample_get(device: nvmlDevice_t, instance: Option<u32>, sample: nvmlGpmSample_t) -> NvmlStep {
+fn sample_get(device: nvmlDevice_t, instance: Option<u32>, sample: nvmlGpmSample_t) -> NvmlResult {
     let taken = with_device(device, |rt, gpu, t| {
         let sim = rt.engine.gpu(gpu).ok_or(INVALID)?;
         sim.gpm_sample_check(instance, t).map_err(state::code)?;
@@ -135,8 +135,6 @@ fn sample_get(device: nvmlDevice_t, instance: Option<u32>, sample: nvmlGpmSample
     })?;
     fill(sample, taken)
 }
-
-type NvmlStep = Result<(), nvmlReturn_t>;
 
 /// Takes a GPM sample of a GPU.
 #[no_mangle]
