@@ -10,6 +10,8 @@ pub const NAMES: &[&str] = &[
     "faults",
     "golden",
     "h200",
+    "workloads",
+    "health",
 ];
 
 /// The TOML text of shipped scenario `name`.
@@ -23,6 +25,8 @@ pub fn get(name: &str) -> Option<&'static str> {
         "faults" => include_str!("../scenarios/faults.toml"),
         "golden" => include_str!("../scenarios/golden.toml"),
         "h200" => include_str!("../scenarios/h200.toml"),
+        "workloads" => include_str!("../scenarios/workloads.toml"),
+        "health" => include_str!("../scenarios/health.toml"),
         _ => return None,
     })
 }

@@ -1,11 +1,26 @@
 //! Scenario time: t = start + real seconds since the first nvmlInit × speed,
 //! or a frozen t when `GPUWATCH_SIM_TIME` is set.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Real-time origin: the first nvmlInit of the process.
 static ORIGIN: OnceLock<Instant> = OnceLock::new();
+
+/// Scenario time set by a test (`nvmlSimSetTime`), as f64 bits; NaN: none.
+static SET_TIME: AtomicU64 = AtomicU64::new(f64::NAN.to_bits());
+
+/// Pins scenario time at `t` (tests step time exactly); `None` lets the
+/// clock run (or stay frozen) as configured again.
+pub fn set_time(t: Option<f64>) {
+    SET_TIME.store(t.unwrap_or(f64::NAN).to_bits(), Ordering::Relaxed);
+}
+
+fn time_set() -> Option<f64> {
+    let t = f64::from_bits(SET_TIME.load(Ordering::Relaxed));
+    (!t.is_nan()).then_some(t)
+}
 
 /// How scenario time relates to real time.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -26,6 +41,7 @@ impl SimClock {
     /// applies when `ENV_SPEED` is unset. Also pins the real-time origin.
     pub fn from_env(scenario_speed: f64) -> Result<SimClock, String> {
         ORIGIN.get_or_init(Instant::now);
+        set_time(None);
         if let Some(t) = env_f64(crate::ENV_TIME)? {
             return Ok(SimClock::Frozen(t.max(0.0)));
         }
@@ -38,8 +54,11 @@ impl SimClock {
     }
 
     /// Real time until `scenario_seconds` of scenario time have passed;
-    /// `None` when time is frozen (it never passes).
+    /// `None` when time is frozen or set by a test (it never passes).
     pub fn real_delay(&self, scenario_seconds: f64) -> Option<std::time::Duration> {
+        if time_set().is_some() {
+            return None;
+        }
         match *self {
             SimClock::Frozen(_) => None,
             SimClock::Running { speed, .. } => Some(std::time::Duration::from_secs_f64(
@@ -48,8 +67,11 @@ impl SimClock {
         }
     }
 
-    /// Current scenario time, seconds.
+    /// Current scenario time, seconds (the time a test set, if any).
     pub fn now(&self) -> f64 {
+        if let Some(t) = time_set() {
+            return t;
+        }
         match *self {
             SimClock::Frozen(t) => t,
             SimClock::Running { start, speed } => {

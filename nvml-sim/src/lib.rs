@@ -26,5 +26,8 @@ pub const ENV_SPEED: &str = "GPUWATCH_SIM_SPEED";
 pub const ENV_TIME: &str = "GPUWATCH_SIM_TIME";
 /// Env var setting the scenario time at the first nvmlInit (default 0).
 pub const ENV_START: &str = "GPUWATCH_SIM_START";
+/// Env var naming the file the simulator appends kernel-log records to
+/// (`/dev/kmsg` format); unset: no kernel log is written.
+pub const ENV_KMSG: &str = "GPUWATCH_SIM_KMSG";
 /// File name of the built simulator library.
 pub const LIBRARY_FILE_NAME: &str = "libnvml_sim.so";

@@ -2,6 +2,10 @@
 //! One test function: the scenario is chosen by env var at init, so the
 //! scenarios run sequentially with shutdown/init in between.
 
+mod common;
+
+use common::{library, open};
+
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, MemoryError, TemperatureSensor, TemperatureThreshold,
@@ -10,25 +14,6 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
-use nvml_wrapper::Nvml;
-use std::path::PathBuf;
-
-fn library() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let deps = exe.parent().expect("deps dir");
-    let lib = deps.join(nvml_sim::LIBRARY_FILE_NAME);
-    assert!(lib.exists(), "{} not built", lib.display());
-    lib
-}
-
-fn open(scenario: &str, time: Option<&str>) -> Result<Nvml, NvmlError> {
-    std::env::set_var(nvml_sim::ENV_SCENARIO, scenario);
-    match time {
-        Some(t) => std::env::set_var(nvml_sim::ENV_TIME, t),
-        None => std::env::remove_var(nvml_sim::ENV_TIME),
-    }
-    Nvml::builder().lib_path(library().as_os_str()).init()
-}
 
 fn golden() {
     let nvml = open("builtin:golden", Some("10")).expect("init golden");
@@ -283,6 +268,17 @@ fn h200_matches_the_real_card() {
             Err(NvmlError::NotSupported)
         ));
         assert!(r("remapped_rows").is_ok());
+        // This card has no NVLink: links 0 and 17 answered NOT_SUPPORTED.
+        for link in [0, 17] {
+            assert_eq!(
+                r(&format!("nvlink_state_{link}")),
+                Err("Not Supported".into())
+            );
+            assert!(matches!(
+                d.link_wrapper_for(link).is_active(),
+                Err(NvmlError::NotSupported)
+            ));
+        }
         assert!(d.is_ecc_enabled().expect("ecc").currently_enabled);
         assert_eq!(
             u64::from(d.current_pcie_link_gen().expect("pcie gen")),

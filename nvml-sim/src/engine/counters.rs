@@ -1,4 +1,5 @@
-//! Counters that accumulate over scenario time (energy, violation time).
+//! Counters that accumulate over scenario time (energy, violation time,
+//! GPM activity, NVLink bytes and errors).
 //!
 //! Each counter is the integral of a rate from t = 0 to t, computed with a
 //! fixed 1 s left-Riemann step, so its value is a pure, monotonic function of
@@ -12,34 +13,71 @@ pub const STEP: f64 = 1.0;
 /// Steps between stored checkpoints.
 const CHECKPOINT: u64 = 256;
 
-/// Integrates an `N`-component rate function over scenario time.
-#[derive(Debug)]
-pub struct Integrator<const N: usize> {
-    state: Mutex<State<N>>,
+/// A vector of counter values: what an [`Integrator`] accumulates.
+pub trait Accumulator: Clone {
+    /// `self += other × k`, component-wise.
+    fn add_scaled(&mut self, other: &Self, k: f64);
+    /// `self ×= k`, component-wise.
+    fn scale(&mut self, k: f64);
 }
 
-#[derive(Debug)]
-struct State<const N: usize> {
-    /// `checkpoints[i]` = integral over [0, i × CHECKPOINT × STEP].
-    checkpoints: Vec<[f64; N]>,
-    /// Most recent (step, integral up to that step).
-    last: (u64, [f64; N]),
-}
-
-impl<const N: usize> Default for Integrator<N> {
-    fn default() -> Self {
-        Integrator {
-            state: Mutex::new(State {
-                checkpoints: vec![[0.0; N]],
-                last: (0, [0.0; N]),
-            }),
+impl<const N: usize> Accumulator for [f64; N] {
+    fn add_scaled(&mut self, other: &Self, k: f64) {
+        for (a, v) in self.iter_mut().zip(other) {
+            *a += v * k;
         }
+    }
+
+    fn scale(&mut self, k: f64) {
+        self.iter_mut().for_each(|a| *a *= k);
     }
 }
 
-impl<const N: usize> Integrator<N> {
+impl Accumulator for Vec<f64> {
+    fn add_scaled(&mut self, other: &Self, k: f64) {
+        for (a, v) in self.iter_mut().zip(other) {
+            *a += v * k;
+        }
+    }
+
+    fn scale(&mut self, k: f64) {
+        self.iter_mut().for_each(|a| *a *= k);
+    }
+}
+
+/// Integrates a vector-valued rate function over scenario time.
+#[derive(Debug)]
+pub struct Integrator<A> {
+    state: Mutex<State<A>>,
+}
+
+#[derive(Debug)]
+struct State<A> {
+    /// `checkpoints[i]` = integral over [0, i × CHECKPOINT × STEP].
+    checkpoints: Vec<A>,
+    /// Most recent (step, integral up to that step).
+    last: (u64, A),
+}
+
+impl<const N: usize> Default for Integrator<[f64; N]> {
+    fn default() -> Self {
+        Integrator::new([0.0; N])
+    }
+}
+
+impl<A: Accumulator> Integrator<A> {
+    /// An integrator whose counters start at `zero` (which fixes their number).
+    pub fn new(zero: A) -> Self {
+        Integrator {
+            state: Mutex::new(State {
+                checkpoints: vec![zero.clone()],
+                last: (0, zero),
+            }),
+        }
+    }
+
     /// ∫₀ᵗ rate(s) ds, component-wise; `rate` must be deterministic in s.
-    pub fn integral(&self, t: f64, rate: impl Fn(f64) -> [f64; N]) -> [f64; N] {
+    pub fn integral(&self, t: f64, rate: impl Fn(f64) -> A) -> A {
         let t = t.max(0.0);
         let k = (t / STEP).floor() as u64;
         let mut state = match self.state.lock() {
@@ -47,35 +85,41 @@ impl<const N: usize> Integrator<N> {
             Err(poisoned) => poisoned.into_inner(),
         };
         let (mut step, mut acc) = if state.last.0 <= k {
-            state.last
+            state.last.clone()
         } else {
             let idx = (k / CHECKPOINT).min(state.checkpoints.len() as u64 - 1);
-            (idx * CHECKPOINT, state.checkpoints[idx as usize])
+            (idx * CHECKPOINT, state.checkpoints[idx as usize].clone())
         };
-        if state.last.0 < step {
-            // Resuming from a checkpoint ahead of `last` never happens, but keep `last` sane.
-            state.last = (step, acc);
-        }
         while step < k {
-            let r = rate(step as f64 * STEP);
-            for (a, v) in acc.iter_mut().zip(r) {
-                *a += v * STEP;
-            }
+            acc.add_scaled(&rate(step as f64 * STEP), STEP);
             step += 1;
             if step % CHECKPOINT == 0 && (step / CHECKPOINT) as usize == state.checkpoints.len() {
-                state.checkpoints.push(acc);
+                state.checkpoints.push(acc.clone());
             }
         }
-        state.last = (k, acc);
+        state.last = (k, acc.clone());
         drop(state);
         let partial = t - k as f64 * STEP;
         if partial > 0.0 {
-            let r = rate(k as f64 * STEP);
-            for (a, v) in acc.iter_mut().zip(r) {
-                *a += v * partial;
-            }
+            acc.add_scaled(&rate(k as f64 * STEP), partial);
         }
         acc
+    }
+
+    /// The time-average of `rate` over [t1, t2]: (I(t2) − I(t1)) / (t2 − t1).
+    /// When t1 = t2 it is the rate the integral grows with at t1 (the limit
+    /// of the average as the window shrinks); `None` when t2 < t1.
+    pub fn average(&self, t1: f64, t2: f64, rate: impl Fn(f64) -> A) -> Option<A> {
+        if t2 < t1 {
+            return None;
+        }
+        if t2 == t1 {
+            return Some(rate((t1.max(0.0) / STEP).floor() * STEP));
+        }
+        let mut avg = self.integral(t2, &rate);
+        avg.add_scaled(&self.integral(t1, &rate), -1.0);
+        avg.scale(1.0 / (t2 - t1));
+        Some(avg)
     }
 }
 
@@ -85,7 +129,7 @@ mod tests {
 
     #[test]
     fn integrates_constant_and_step_rates() {
-        let i = Integrator::<2>::default();
+        let i = Integrator::<[f64; 2]>::default();
         let rate = |s: f64| [2.0, if s >= 10.0 { 1.0 } else { 0.0 }];
         assert_eq!(i.integral(5.0, rate), [10.0, 0.0]);
         assert_eq!(i.integral(15.5, rate), [31.0, 5.5]);
@@ -97,7 +141,7 @@ mod tests {
 
     #[test]
     fn monotonic_for_non_negative_rates() {
-        let i = Integrator::<1>::default();
+        let i = Integrator::<[f64; 1]>::default();
         let rate = |s: f64| [(s / 7.0).sin().abs()];
         let mut prev = 0.0;
         for n in 0..2000 {
@@ -105,5 +149,15 @@ mod tests {
             assert!(v >= prev);
             prev = v;
         }
+    }
+
+    #[test]
+    fn averages_are_exact_for_steps_and_the_rate_at_zero_width() {
+        let i = Integrator::new(vec![0.0, 0.0]);
+        let rate = |s: f64| vec![if s >= 60.0 { 100.0 } else { 0.0 }, 7.0];
+        assert_eq!(i.average(30.0, 90.0, rate), Some(vec![50.0, 7.0]));
+        assert_eq!(i.average(60.0, 60.0, rate), Some(vec![100.0, 7.0]));
+        assert_eq!(i.average(59.5, 59.5, rate), Some(vec![0.0, 7.0]));
+        assert_eq!(i.average(90.0, 30.0, rate), None);
     }
 }

@@ -2,6 +2,7 @@
 
 use super::gpu::{reasons, GpuSim, Violation};
 use super::Unavailable;
+use crate::scenario::health::NvLinkCounter;
 use nvml_wrapper_sys::bindings::field_id::*;
 
 /// A field value, typed as NVML reports it.
@@ -23,8 +24,16 @@ pub fn uses_v13u1_field_ids(driver_version: &str) -> bool {
     major > 580 || (major == 580 && minor >= 82)
 }
 
-/// Reads field `id` of `gpu` at `t`; `v13u1` selects the field numbering.
-pub fn read(gpu: &GpuSim, id: u32, v13u1: bool, t: f64) -> Result<FieldValue, Unavailable> {
+/// Reads field `id` of `gpu` at `t`; `scope` is the entry's scopeId (the
+/// link of the NVLink throughput fields, `u32::MAX` for all links); `v13u1`
+/// selects the field numbering.
+pub fn read(
+    gpu: &GpuSim,
+    id: u32,
+    scope: u32,
+    v13u1: bool,
+    t: f64,
+) -> Result<FieldValue, Unavailable> {
     use FieldValue::{Uint, Ull};
     let (sw_therm, hw_therm, hw_brake) = if v13u1 {
         (269, 270, 271)
@@ -36,6 +45,7 @@ pub fn read(gpu: &GpuSim, id: u32, v13u1: bool, t: f64) -> Result<FieldValue, Un
         )
     };
     let violation = |bit| gpu.violation_ns(Violation::Reason(bit), t).map(Ull);
+    let nvlink_total = |counter| gpu.nvlink_errors_total(counter, t).map(Ull);
     match id {
         NVML_FI_DEV_MEMORY_TEMP => gpu.memory_temperature(t).map(Uint),
         NVML_FI_DEV_PCIE_REPLAY_COUNTER => gpu.pcie_replays(t).map(Ull),
@@ -61,6 +71,15 @@ pub fn read(gpu: &GpuSim, id: u32, v13u1: bool, t: f64) -> Result<FieldValue, Un
         id if id == sw_therm => violation(reasons::SW_THERMAL),
         id if id == hw_therm => violation(reasons::HW_THERMAL),
         id if id == hw_brake => violation(reasons::HW_POWER_BRAKE),
+        NVML_FI_DEV_NVLINK_LINK_COUNT => gpu.nvlink_link_count(t).map(Uint),
+        NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL => nvlink_total(NvLinkCounter::Replay),
+        NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL => nvlink_total(NvLinkCounter::Recovery),
+        NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL => nvlink_total(NvLinkCounter::CrcFlit),
+        NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL => nvlink_total(NvLinkCounter::CrcData),
+        NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL => nvlink_total(NvLinkCounter::EccData),
+        NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX => gpu.nvlink_data_kib(scope, true, t).map(Ull),
+        NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX => gpu.nvlink_data_kib(scope, false, t).map(Ull),
+        NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => gpu.recovery_action(t).map(Uint),
         _ => {
             gpu.check(None, t)?;
             Err(Unavailable::NotSupported)

@@ -1,6 +1,8 @@
 //! One simulated GPU: its metrics, counters and faults as functions of t.
 
 use super::counters::Integrator;
+use super::gpm::GpmSim;
+use super::nvlink::NvLinkSim;
 use super::processes::{mib_to_bytes, ExplicitProcess, Pool, ProcessSample};
 use super::Unavailable;
 use crate::rng;
@@ -9,7 +11,12 @@ use crate::scenario::{Fault, FaultEffect, Feature, GpuConfig};
 use crate::timeline::{Signal, TimelineSpec};
 use toml::Spanned;
 
+mod ecc;
+mod health;
+mod perf;
 mod sharing;
+pub use ecc::EccState;
+pub use health::{FabricInfo, NvLinkRemote};
 pub use sharing::{MigInstance, ProcessUtilization};
 
 /// Clock-event reason bits (nvmlClocksEventReason*).
@@ -61,21 +68,6 @@ pub struct MemoryState {
     pub used: u64,
 }
 
-/// ECC and retirement counters at some time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct EccState {
-    /// Corrected (single-bit) errors.
-    pub corrected: u64,
-    /// Uncorrected (double-bit) errors.
-    pub uncorrected: u64,
-    /// Uncorrected-error faults so far (one retired page / remapped row each).
-    pub uncorrected_events: u32,
-    /// A remap (and page retirement) is pending.
-    pub pending: bool,
-    /// A remap failed.
-    pub failure: bool,
-}
-
 /// Compiled metric timelines; `None` means "derive a sensible default".
 #[derive(Debug)]
 struct Signals {
@@ -103,7 +95,15 @@ pub struct GpuSim {
     signals: Signals,
     processes: Vec<ExplicitProcess>,
     pool: Option<Pool>,
-    counters: Integrator<COUNTERS>,
+    counters: Integrator<[f64; COUNTERS]>,
+    /// GPM of the whole GPU (`None`: no GPM, as before Hopper).
+    gpm: Option<GpmSim>,
+    /// GPM of each MIG GPU instance, by instance id (GPUs with GPM only).
+    mig_gpm: Vec<(u32, GpmSim)>,
+    /// NVLink links (`None`: NVLink NOT_SUPPORTED).
+    nvlink: Option<NvLinkSim>,
+    /// Bus id of the GPU at the far end of the links (remote = "gpu").
+    nvlink_peer: Option<String>,
 }
 
 impl GpuSim {
@@ -145,6 +145,8 @@ impl GpuSim {
                 rng::mix(seed, rng::hash_str("process_pool")),
             )
         });
+        let (gpm, mig_gpm) = perf::compile(&config.spec, seed);
+        let nvlink = health::compile(&config.spec, &faults, seed);
         GpuSim {
             config,
             faults,
@@ -152,6 +154,10 @@ impl GpuSim {
             processes,
             pool,
             counters: Integrator::default(),
+            gpm,
+            mig_gpm,
+            nvlink,
+            nvlink_peer: None,
         }
     }
 
@@ -187,6 +193,9 @@ impl GpuSim {
         let spec = self.spec();
         let hardware_lacks = match feature {
             Feature::Fan => spec.fans == 0,
+            Feature::Gpm => spec.gpm.is_none(),
+            Feature::Nvlink => spec.nvlink.is_none(),
+            Feature::Fabric => spec.fabric.is_none(),
             Feature::Ecc | Feature::RetiredPages | Feature::RemappedRows => !spec.ecc,
             Feature::Mig => spec.mig.is_none(),
             _ => false,
@@ -529,64 +538,6 @@ impl GpuSim {
         let s = self.spec();
         self.gated(Feature::Pcie, t, || {
             (s.pcie_gen, s.pcie_width, s.pcie_max_gen, s.pcie_max_width)
-        })
-    }
-
-    /// Whether ECC is enabled.
-    pub fn ecc_enabled(&self, t: f64) -> Result<bool, Unavailable> {
-        self.gated(Feature::Ecc, t, || true)
-    }
-
-    fn ecc_raw(&self, t: f64) -> EccState {
-        let mut ecc = EccState::default();
-        for f in self.faults.iter().filter(|f| f.at <= t) {
-            match f.effect {
-                FaultEffect::EccCorrected(n) => ecc.corrected += n,
-                FaultEffect::EccUncorrected(n) => {
-                    ecc.uncorrected += n;
-                    ecc.uncorrected_events += 1;
-                }
-                FaultEffect::RemapPending if f.active(t) => ecc.pending = true,
-                FaultEffect::RemapFailure if f.active(t) => ecc.failure = true,
-                _ => {}
-            }
-        }
-        ecc
-    }
-
-    /// ECC error counters (volatile = aggregate: the simulated boot is t = 0).
-    pub fn ecc(&self, t: f64) -> Result<EccState, Unavailable> {
-        self.gated(Feature::Ecc, t, || self.ecc_raw(t))
-    }
-
-    /// Retired pages for a cause (0 multiple single-bit, 1 double-bit): (address, µs timestamp).
-    pub fn retired_pages(&self, cause: u32, t: f64) -> Result<Vec<(u64, u64)>, Unavailable> {
-        self.check(Some(Feature::RetiredPages), t)?;
-        if cause != 1 {
-            return Ok(Vec::new());
-        }
-        Ok(self
-            .faults
-            .iter()
-            .filter(|f| f.at <= t && matches!(f.effect, FaultEffect::EccUncorrected(_)))
-            .map(|f| {
-                let address =
-                    (rng::mix(self.config.index as u64, f.at.to_bits()) & 0x00FF_FFFF) << 12;
-                (address, (f.at * 1e6) as u64)
-            })
-            .collect())
-    }
-
-    /// Whether page retirement is pending.
-    pub fn retired_pending(&self, t: f64) -> Result<bool, Unavailable> {
-        self.gated(Feature::RetiredPages, t, || self.ecc_raw(t).pending)
-    }
-
-    /// Remapped rows: (corrected, uncorrected, pending, failure).
-    pub fn remapped_rows(&self, t: f64) -> Result<(u32, u32, bool, bool), Unavailable> {
-        self.gated(Feature::RemappedRows, t, || {
-            let e = self.ecc_raw(t);
-            (0, e.uncorrected_events, e.pending, e.failure)
         })
     }
 

@@ -5,11 +5,17 @@
 
 pub mod counters;
 pub mod fields;
+pub mod gpm;
 mod gpu;
+pub mod kmsg;
+pub mod nvlink;
 pub mod processes;
 
 pub use fields::FieldValue;
-pub use gpu::{reasons, EccState, GpuSim, MemoryState, MigInstance, ProcessUtilization, Violation};
+pub use gpu::{
+    reasons, EccState, FabricInfo, GpuSim, MemoryState, MigInstance, NvLinkRemote,
+    ProcessUtilization, Violation,
+};
 pub use processes::ProcessSample;
 
 use crate::scenario::{FaultEffect, Scenario};
@@ -62,7 +68,7 @@ pub struct Engine {
 impl Engine {
     /// Builds the engine for `scenario`.
     pub fn new(scenario: Scenario) -> Engine {
-        let gpus = scenario
+        let mut gpus: Vec<GpuSim> = scenario
             .gpus
             .iter()
             .map(|g| {
@@ -75,6 +81,12 @@ impl Engine {
                 GpuSim::new(g.clone(), faults, scenario.seed)
             })
             .collect();
+        // NVLink bridges (remote = "gpu") pair each GPU with the next one.
+        let count = scenario.gpus.len();
+        for (i, gpu) in gpus.iter_mut().enumerate() {
+            let peer = &scenario.gpus[(i + 1) % count].pci_bus_id;
+            gpu.set_nvlink_peer(peer.clone());
+        }
         let mut events: Vec<SimEvent> = scenario
             .faults
             .iter()
@@ -175,10 +187,23 @@ impl Engine {
         gate
     }
 
-    /// Reads field `id` of GPU `index` (ids as nvml-wrapper sends them for this driver version).
-    pub fn field(&self, index: usize, id: u32, t: f64) -> Result<FieldValue, Unavailable> {
+    /// Reads field `id` of GPU `index` with scopeId `scope` (ids as
+    /// nvml-wrapper sends them for this driver version).
+    pub fn field(
+        &self,
+        index: usize,
+        id: u32,
+        scope: u32,
+        t: f64,
+    ) -> Result<FieldValue, Unavailable> {
         let gpu = self.gpus.get(index).ok_or(Unavailable::InvalidArgument)?;
-        fields::read(gpu, id, self.v13u1_fields, t)
+        fields::read(gpu, id, scope, self.v13u1_fields, t)
+    }
+
+    /// The kernel-log records in log order, `ago` lines placed before
+    /// `t_init` (the scenario time of the first nvmlInit).
+    pub fn kernel_log(&self, t_init: f64) -> Vec<kmsg::Record> {
+        kmsg::schedule(&self.scenario.kernel_log, &self.scenario.gpus, t_init)
     }
 
     /// Name of a simulated process.
@@ -187,5 +212,9 @@ impl Engine {
     }
 }
 
+#[cfg(test)]
+mod gpm_tests;
+#[cfg(test)]
+mod health_tests;
 #[cfg(test)]
 mod tests;

@@ -37,7 +37,7 @@ fn every_shipped_scenario_evaluates_for_ten_minutes() {
                     g.remapped_rows(t),
                     g.processes(ProcessKind::Compute, t),
                 );
-                let _ = (e.field(i, 252, t), e.gate(i, t));
+                let _ = (e.field(i, 252, 0, t), e.gate(i, t));
                 if let Ok(m) = g.memory(t) {
                     assert!(
                         m.used <= m.total && m.used >= m.reserved,
@@ -46,6 +46,19 @@ fn every_shipped_scenario_evaluates_for_ten_minutes() {
                 }
                 if let Ok((u, m)) = g.utilization(t) {
                     assert!(u <= 100 && m <= 100);
+                }
+                let _ = (g.nvlink_active(0, t), g.fabric(t), e.field(i, 138, 0, t));
+                if step % 60 == 0 && g.gpm_supported() {
+                    let w = g.gpm_window(None, 0.0, t).expect("gpm window");
+                    for id in [1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 30, 40, 50] {
+                        if let Ok(v) = w.metric(id) {
+                            assert!(
+                                (0.0..=100.0).contains(&v),
+                                "{name} gpu {i} metric {id}: {v}"
+                            );
+                        }
+                    }
+                    assert!(w.metric(20).expect("pcie tx") >= 0.0);
                 }
             }
         }
@@ -174,9 +187,9 @@ fn memory_pressure_reaches_98_percent() {
 fn field_ids_follow_the_driver_version() {
     let src = "driver_version = \"580.82.07\"\n[[gpu]]\n[gpu.metrics]\ntemperature_gpu = 100\n";
     let e = engine(src);
-    assert!(matches!(e.field(0, 270, 50.0), Ok(FieldValue::Ull(ns)) if ns == 50_000_000_000));
-    assert_eq!(e.field(0, 252, 50.0), Err(Unavailable::NotSupported));
+    assert!(matches!(e.field(0, 270, 0, 50.0), Ok(FieldValue::Ull(ns)) if ns == 50_000_000_000));
+    assert_eq!(e.field(0, 252, 0, 50.0), Err(Unavailable::NotSupported));
     let old = engine("[[gpu]]\n[gpu.metrics]\ntemperature_gpu = 100\n");
-    assert!(matches!(old.field(0, 252, 50.0), Ok(FieldValue::Ull(ns)) if ns == 50_000_000_000));
-    assert_eq!(old.field(0, 9999, 1.0), Err(Unavailable::NotSupported));
+    assert!(matches!(old.field(0, 252, 0, 50.0), Ok(FieldValue::Ull(ns)) if ns == 50_000_000_000));
+    assert_eq!(old.field(0, 9999, 0, 1.0), Err(Unavailable::NotSupported));
 }

@@ -85,6 +85,22 @@ nvml_functions!(
     nvmlDeviceRegisterEvents,
     nvmlEventSetWait_v2,
     nvmlEventSetFree,
+    nvmlGpmQueryDeviceSupport,
+    nvmlGpmSampleAlloc,
+    nvmlGpmSampleFree,
+    nvmlGpmSampleGet,
+    nvmlGpmMigSampleGet,
+    nvmlGpmMetricsGet,
+    nvmlGpmQueryIfStreamingEnabled,
+    nvmlGpmSetStreamingEnabled,
+    nvmlDeviceGetNvLinkState,
+    nvmlDeviceGetNvLinkVersion,
+    nvmlDeviceGetNvLinkCapability,
+    nvmlDeviceGetNvLinkRemotePciInfo_v2,
+    nvmlDeviceGetNvLinkErrorCounter,
+    nvmlDeviceGetNvLinkRemoteDeviceType,
+    nvmlDeviceGetGpuFabricInfo,
+    nvmlDeviceGetGpuFabricInfoV,
 );
 
 static COUNTS: [AtomicU64; NAMES.len()] = [const { AtomicU64::new(0) }; NAMES.len()];

@@ -545,7 +545,7 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
                 batch_us += field_us;
                 entry.timestamp = stamp;
                 entry.latencyUsec = field_us as i64;
-                match rt.engine.field(index, entry.fieldId, t) {
+                match rt.engine.field(index, entry.fieldId, entry.scopeId, t) {
                     Ok(FieldValue::Uint(v)) => {
                         entry.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
                         entry.value.uiVal = v;

@@ -8,8 +8,12 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod calls;
+mod control;
 mod device;
 mod events;
+mod gpm;
+mod kmsg;
+mod nvlink;
 mod out;
 mod sharing;
 mod state;
@@ -22,7 +26,10 @@ pub(crate) fn function_names() -> &'static [&'static str] {
 }
 
 pub use calls::{nvmlSimCallCount, nvmlSimResetCallCounts, nvmlSimTotalCalls};
+pub use control::nvmlSimSetTime;
 pub use device::*;
 pub use events::*;
+pub use gpm::*;
+pub use nvlink::*;
 pub use sharing::*;
 pub use system::*;

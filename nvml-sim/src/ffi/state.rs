@@ -22,6 +22,8 @@ pub(crate) struct Runtime {
     pub engine: Engine,
     /// Scenario time source.
     pub clock: SimClock,
+    /// Where the scenario came from (`builtin:NAME` or a path).
+    pub origin: String,
 }
 
 #[derive(Default)]
@@ -59,6 +61,7 @@ pub(crate) fn runtime() -> Result<Arc<Runtime>, nvmlReturn_t> {
 /// nvmlInit: loads the scenario when the count goes 0 → 1, then applies init errors.
 pub(crate) fn init() -> Result<(), nvmlReturn_t> {
     let mut state = write_state();
+    let fresh = state.runtime.is_none();
     let runtime = match &state.runtime {
         Some(rt) => Arc::clone(rt),
         None => Arc::new(load().map_err(|message| {
@@ -68,6 +71,9 @@ pub(crate) fn init() -> Result<(), nvmlReturn_t> {
     };
     if let Some(code) = runtime.engine.init_error(runtime.clock.now()) {
         return Err(code);
+    }
+    if fresh {
+        super::kmsg::start(&runtime);
     }
     super::calls::set_latencies(&runtime.engine.scenario().function_latency_us);
     state.runtime = Some(runtime);
@@ -86,6 +92,7 @@ pub(crate) fn shutdown() -> Result<(), nvmlReturn_t> {
         state.runtime = None;
         super::calls::set_latencies(&Default::default());
         super::events::free_all();
+        super::gpm::free_all();
     }
     Ok(())
 }
@@ -125,6 +132,7 @@ fn load() -> Result<Runtime, String> {
     Ok(Runtime {
         engine: Engine::new(scenario),
         clock,
+        origin,
     })
 }
 

@@ -52,4 +52,10 @@ pub enum Feature {
     Processes,
     /// Board serial number.
     Serial,
+    /// GPM (nvmlGpm* calls on the GPU).
+    Gpm,
+    /// NVLink (nvmlDeviceGetNvLink* calls and NVLink fields).
+    Nvlink,
+    /// GPU fabric info.
+    Fabric,
 }

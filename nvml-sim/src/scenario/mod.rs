@@ -1,17 +1,24 @@
 //! Scenario files: parsing, validation and the validated model the engine runs.
 
+mod device_checks;
 mod error;
+mod fault;
 mod feature;
+pub mod gpm;
+pub mod health;
 mod identity;
+pub mod kernel_log;
 pub mod schema;
+pub mod steps;
 
 pub use error::ScenarioError;
 pub use feature::Feature;
 
 use crate::codes;
 use error::Locator;
+use kernel_log::KernelLine;
 use nvml_wrapper_sys::bindings::nvmlReturn_t;
-use schema::{FaultKind, FaultSpec, GpuSpec, ScenarioFile};
+use schema::{GpuSpec, ScenarioFile};
 use std::collections::BTreeMap;
 use toml::Spanned;
 
@@ -35,6 +42,8 @@ pub struct Scenario {
     pub(crate) function_latency_us: BTreeMap<String, u64>,
     /// `[latency]`: µs a field adds to a field-values batch, by id.
     pub(crate) field_latency_us: BTreeMap<u32, u64>,
+    /// Kernel-log lines (`[[kernel_log]]` and the Xid faults' lines).
+    pub(crate) kernel_log: Vec<KernelLine>,
 }
 
 /// One GPU after replication, with its resolved identity.
@@ -99,6 +108,8 @@ pub enum FaultEffect {
     InitError(nvmlReturn_t),
     /// Every call fails with DRIVER_NOT_LOADED.
     DriverUnloaded,
+    /// This NVLink link is down.
+    NvlinkDown(u32),
 }
 
 impl Scenario {
@@ -206,8 +217,9 @@ impl Builder<'_> {
             .fault
             .iter()
             .enumerate()
-            .map(|(i, fault)| self.fault(i, fault, gpus.len()))
+            .map(|(i, fault)| self.fault(i, fault, &gpus))
             .collect::<Result<Vec<_>, _>>()?;
+        let kernel_log = kernel_log::build(self.loc, &f.kernel_log, &gpus, &faults)?;
         let (function_latency_us, field_latency_us) = self.latency()?;
         Ok(Scenario {
             name: f.name.clone(),
@@ -225,6 +237,7 @@ impl Builder<'_> {
             faults,
             function_latency_us,
             field_latency_us,
+            kernel_log,
         })
     }
 
@@ -411,121 +424,7 @@ impl Builder<'_> {
                 );
             }
         }
-        Ok(())
-    }
-
-    fn fault(&self, i: usize, f: &FaultSpec, gpu_count: usize) -> Result<Fault, ScenarioError> {
-        let path = format!("fault[{i}]");
-        let kind = *f.kind.get_ref();
-        let gpu = match (&f.gpu, kind) {
-            (Some(g), FaultKind::InitError | FaultKind::DriverUnloaded) => {
-                return self.err(
-                    Some(g.span()),
-                    format!("{path}.gpu"),
-                    "init_error and driver_unloaded faults apply to the whole library, not a GPU",
-                );
-            }
-            (Some(g), _) if *g.get_ref() as usize >= gpu_count => {
-                return self.err(
-                    Some(g.span()),
-                    format!("{path}.gpu"),
-                    format!(
-                        "GPU {} does not exist (the scenario has {gpu_count} GPUs)",
-                        g.get_ref()
-                    ),
-                );
-            }
-            (Some(g), _) => Some(*g.get_ref() as usize),
-            (None, FaultKind::InitError | FaultKind::DriverUnloaded) => None,
-            (None, _) => {
-                return self.err(
-                    Some(f.kind.span()),
-                    format!("{path}.gpu"),
-                    "this fault kind needs a `gpu` index",
-                )
-            }
-        };
-        let until = match &f.until {
-            Some(u) if u.get_ref().secs() <= f.at.secs() => {
-                return self.err(
-                    Some(u.span()),
-                    format!("{path}.until"),
-                    "until must be after at",
-                );
-            }
-            Some(u) => Some(u.get_ref().secs()),
-            None => None,
-        };
-        let used = |name: &str| match name {
-            "code" => kind == FaultKind::Xid,
-            "count" => matches!(kind, FaultKind::EccCorrected | FaultKind::EccUncorrected),
-            "feature" => kind == FaultKind::NotSupported,
-            "delay_ms" => kind == FaultKind::Slow,
-            _ => kind == FaultKind::InitError,
-        };
-        let extras = [
-            ("code", f.code.as_ref().map(Spanned::span)),
-            ("count", f.count.as_ref().map(Spanned::span)),
-            ("feature", f.feature.as_ref().map(Spanned::span)),
-            ("delay_ms", f.delay_ms.as_ref().map(Spanned::span)),
-            ("error", f.error.as_ref().map(Spanned::span)),
-        ];
-        for (name, span) in extras {
-            if let Some(span) = span {
-                if !used(name) {
-                    return self.err(
-                        Some(span),
-                        format!("{path}.{name}"),
-                        format!("`{name}` has no meaning for kind {kind:?}"),
-                    );
-                }
-            }
-        }
-        let missing = |name: &str| {
-            self.loc.error(
-                Some(f.kind.span().start),
-                format!("{path}.{name}"),
-                format!("kind {kind:?} needs `{name}`"),
-            )
-        };
-        let effect = match kind {
-            FaultKind::Lost => FaultEffect::Lost,
-            FaultKind::Xid => {
-                FaultEffect::Xid(*f.code.as_ref().ok_or_else(|| missing("code"))?.get_ref())
-            }
-            FaultKind::EccUncorrected => {
-                FaultEffect::EccUncorrected(f.count.as_ref().map_or(1, |c| *c.get_ref()))
-            }
-            FaultKind::EccCorrected => {
-                FaultEffect::EccCorrected(f.count.as_ref().map_or(1, |c| *c.get_ref()))
-            }
-            FaultKind::RemapPending => FaultEffect::RemapPending,
-            FaultKind::RemapFailure => FaultEffect::RemapFailure,
-            FaultKind::NotSupported => FaultEffect::NotSupported(
-                *f.feature
-                    .as_ref()
-                    .ok_or_else(|| missing("feature"))?
-                    .get_ref(),
-            ),
-            FaultKind::Slow => FaultEffect::Slow(
-                *f.delay_ms
-                    .as_ref()
-                    .ok_or_else(|| missing("delay_ms"))?
-                    .get_ref(),
-            ),
-            FaultKind::Hang => FaultEffect::Hang,
-            FaultKind::DriverUnloaded => FaultEffect::DriverUnloaded,
-            FaultKind::InitError => {
-                let name = f.error.as_ref().ok_or_else(|| missing("error"))?;
-                FaultEffect::InitError(self.error_code(name, &format!("{path}.error"))?)
-            }
-        };
-        Ok(Fault {
-            at: f.at.secs(),
-            until,
-            gpu,
-            effect,
-        })
+        self.validate_health(spec, path, span)
     }
 }
 

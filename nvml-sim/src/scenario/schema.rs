@@ -1,6 +1,10 @@
 //! The scenario file format, exactly as written in TOML (before validation).
 
 use super::feature::Feature;
+pub use super::gpm::GpmSpec;
+pub use super::health::{FabricSpec, NvLinkSpec, RecoveryAction};
+pub use super::kernel_log::KernelLogSpec;
+use super::steps::Steps;
 use crate::duration::Duration;
 use crate::timeline::TimelineSpec;
 use serde::Deserialize;
@@ -32,6 +36,8 @@ pub struct ScenarioFile {
     pub fault: Vec<FaultSpec>,
     /// How long calls take, as a real driver's do.
     pub latency: LatencySpec,
+    /// `[[kernel_log]]`: kernel-log lines written to `GPUWATCH_SIM_KMSG`.
+    pub kernel_log: Vec<KernelLogSpec>,
 }
 
 /// `[latency]`: wall-clock time each call takes, so the agent meets the
@@ -62,6 +68,7 @@ impl Default for ScenarioFile {
             gpu: Vec::new(),
             fault: Vec::new(),
             latency: LatencySpec::default(),
+            kernel_log: Vec::new(),
         }
     }
 }
@@ -157,6 +164,14 @@ pub struct GpuSpec {
     pub process_pool: Option<PoolSpec>,
     /// `[[gpu.mig_instances]]`: MIG GPU instances (only with `mig = true`).
     pub mig_instances: Vec<MigInstanceSpec>,
+    /// `[gpu.gpm]`: GPM activity; absent: no GPM (pre-Hopper).
+    pub gpm: Option<GpmSpec>,
+    /// `[gpu.nvlink]`: NVLink links; absent: NVLink calls NOT_SUPPORTED.
+    pub nvlink: Option<NvLinkSpec>,
+    /// `[gpu.fabric]`: GPU fabric info; absent: NOT_SUPPORTED.
+    pub fabric: Option<FabricSpec>,
+    /// GPU recovery action (field 230); absent: the field is NOT_SUPPORTED.
+    pub recovery_action: Option<Steps<RecoveryAction>>,
 }
 
 impl Default for GpuSpec {
@@ -195,6 +210,10 @@ impl Default for GpuSpec {
             processes: Vec::new(),
             process_pool: None,
             mig_instances: Vec::new(),
+            gpm: None,
+            nvlink: None,
+            fabric: None,
+            recovery_action: None,
         }
     }
 }
@@ -284,6 +303,8 @@ pub struct MigInstanceSpec {
     pub profile: String,
     /// Memory of the instance, MiB.
     pub memory_mib: u64,
+    /// `[gpu.mig_instances.gpm]`: the instance's GPM activity (default 0).
+    pub gpm: Option<GpmSpec>,
 }
 
 /// `[gpu.process_pool]`: a generator keeping about `count` processes alive.
@@ -336,6 +357,8 @@ pub enum FaultKind {
     Hang,
     /// nvmlInit fails.
     InitError,
+    /// An NVLink link goes down (inactive).
+    NvlinkDown,
     /// The kernel driver goes away: every call fails with DRIVER_NOT_LOADED,
     /// and so does nvmlInit, until the fault ends.
     DriverUnloaded,
@@ -363,4 +386,6 @@ pub struct FaultSpec {
     pub delay_ms: Option<Spanned<u64>>,
     /// NVML error name (init_error).
     pub error: Option<Spanned<String>>,
+    /// NVLink link (nvlink_down).
+    pub link: Option<Spanned<u32>>,
 }

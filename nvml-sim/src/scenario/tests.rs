@@ -106,3 +106,158 @@ fn latency_names_functions_and_fields_or_says_where() {
     );
     assert!(e.message.contains("field ids"), "{e}");
 }
+
+#[test]
+fn gpm_tables_are_checked_with_their_lines() {
+    let e = err("[[gpu]]\n[gpu.gpm]\nsm_busy = 3\n");
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.path.starts_with("gpu[0].gpm"), "{e}");
+    assert!(e.message.contains("unknown field `sm_busy`"), "{e}");
+    let e = err("[[gpu]]\n[gpu.gpm]\nunsupported = [2, 8]\n");
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (3, "gpu[0].gpm.unsupported[1]"),
+        "{e}"
+    );
+    assert!(e.message.contains("not an NVML GPM metric id"), "{e}");
+    let e = err("[[gpu]]\n[gpu.gpm]\n\nnvdec_engines = 9\n");
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (4, "gpu[0].gpm.nvdec_engines"),
+        "{e}"
+    );
+    let e =
+        err("[[gpu]]\n[gpu.gpm]\nsm_active = { sine = { min = 9, max = 1, period = \"1m\" } }\n");
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (3, "gpu[0].gpm.sm_active"),
+        "{e}"
+    );
+    let e = err("[[gpu]]\nmig = true\n[[gpu.mig_instances]]\nid = 1\nmemory_mib = 100\n[gpu.mig_instances.gpm]\nsm_active = 5\n");
+    assert_eq!(e.path, "gpu[0].mig_instances[0].gpm", "{e}");
+    assert!(e.message.contains("add [gpu.gpm]"), "{e}");
+}
+
+#[test]
+fn nvlink_fabric_and_recovery_are_checked_with_their_lines() {
+    let e = err("[[gpu]]\n[gpu.nvlink]\nlinks = 19\n");
+    assert_eq!((e.line, e.path.as_str()), (3, "gpu[0].nvlink.links"), "{e}");
+    let e = err("[[gpu]]\n[gpu.nvlink]\nlinks = 4\n[[gpu.nvlink.errors]]\nlink = 4\ncounter = \"crc_flit\"\nper_second = 1\n");
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (5, "gpu[0].nvlink.errors[0].link"),
+        "{e}"
+    );
+    let e = err(
+        "[[gpu]]\n[gpu.nvlink]\n[[gpu.nvlink.errors]]\ncounter = \"crc_bits\"\nper_second = 1\n",
+    );
+    assert_eq!(e.line, 4, "{e}");
+    assert!(e.message.contains("crc_flit"), "names the counters: {e}");
+    let e = err("[[gpu]]\n[gpu.nvlink]\nlinks = 4\n[[fault]]\nat = \"1s\"\ngpu = 0\nkind = \"nvlink_down\"\nlink = 4\n");
+    assert_eq!((e.line, e.path.as_str()), (8, "fault[0].link"), "{e}");
+    let e = err("[[gpu]]\n[[fault]]\nat = \"1s\"\ngpu = 0\nkind = \"nvlink_down\"\n");
+    assert_eq!(e.path, "fault[0].link", "{e}");
+    let e = err("[[gpu]]\n[[fault]]\nat = \"1s\"\ngpu = 0\nkind = \"lost\"\nlink = 2\n");
+    assert_eq!((e.line, e.path.as_str()), (6, "fault[0].link"), "{e}");
+    let e =
+        err("[[gpu]]\n[gpu.fabric]\nstatus = [[\"0s\", \"NOT_READY\"], [\"9s\", \"ALL_GOOD\"]]\n");
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (3, "gpu[0].fabric.status"),
+        "{e}"
+    );
+    let e = err("[[gpu]]\n[gpu.fabric]\ncluster_uuid = \"not-a-uuid\"\n");
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (3, "gpu[0].fabric.cluster_uuid"),
+        "{e}"
+    );
+    let e =
+        err("[[gpu]]\n[gpu.fabric]\nstate = [[\"0s\", \"completed\"], [\"1m\", \"exploded\"]]\n");
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.message.contains("in_progress"), "names the states: {e}");
+    let e = err(
+        "[[gpu]]\n[gpu.fabric]\nstate = [[\"1m\", \"completed\"], [\"0s\", \"in_progress\"]]\n",
+    );
+    assert!(e.message.contains("increasing"), "{e}");
+    let e = err("[[gpu]]\nrecovery_action = \"reboot_the_world\"\n");
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (2, "gpu[0].recovery_action"),
+        "{e}"
+    );
+    assert!(e.message.contains("gpu_reset"), "{e}");
+}
+
+#[test]
+fn kernel_log_entries_are_checked_with_their_lines() {
+    let gpu = "[[gpu]]\n";
+    let e = err(&format!(
+        "{gpu}[[kernel_log]]\nkind = \"xid\"\ngpu = 0\ncode = 79\n"
+    ));
+    assert_eq!((e.line, e.path.as_str()), (3, "kernel_log[0].at"), "{e}");
+    let e = err(&format!(
+        "{gpu}[[kernel_log]]\nat = \"1s\"\nago = \"1m\"\nkind = \"line\"\nmessage = \"x\"\n"
+    ));
+    assert_eq!((e.line, e.path.as_str()), (4, "kernel_log[0].ago"), "{e}");
+    let e = err(&format!(
+        "{gpu}[[kernel_log]]\nat = \"1s\"\nkind = \"xid\"\ngpu = 3\ncode = 79\n"
+    ));
+    assert_eq!((e.line, e.path.as_str()), (5, "kernel_log[0].gpu"), "{e}");
+    let e = err(&format!(
+        "{gpu}[[kernel_log]]\nat = \"1s\"\nkind = \"xid\"\ngpu = 0\ncode = 79\npid = 4\n"
+    ));
+    assert_eq!((e.line, e.path.as_str()), (7, "kernel_log[0].name"), "{e}");
+    let e = err(&format!("{gpu}[[kernel_log]]\nat = \"1s\"\nkind = \"xid\"\ngpu = 0\ncode = 79\npid = 4\nname = \"x\"\nlegacy = true\n"));
+    assert_eq!(e.path, "kernel_log[0].legacy", "{e}");
+    let e = err(&format!(
+        "{gpu}[[kernel_log]]\nat = \"1s\"\nkind = \"sxid\"\ncode = 1\ngpu = 0\n"
+    ));
+    assert_eq!((e.line, e.path.as_str()), (6, "kernel_log[0].gpu"), "{e}");
+    let e = err(&format!(
+        "{gpu}[[kernel_log]]\nat = \"1s\"\nkind = \"line\"\nmessage = \"two\\nlines\"\n"
+    ));
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (5, "kernel_log[0].message"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{gpu}[[kernel_log]]\nat = \"1s\"\nkind = \"line\"\nmessage = \"x\"\npriority = 9\n"
+    ));
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (6, "kernel_log[0].priority"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{gpu}[[kernel_log]]\nat = \"1s\"\nkind = \"sxid\"\ncode = 1\npci_bus_id = \"05\"\n"
+    ));
+    assert_eq!(e.path, "kernel_log[0].pci_bus_id", "{e}");
+    let e = err(&format!(
+        "{gpu}[[kernel_log]]\nat = \"1s\"\nkind = \"line\"\n"
+    ));
+    assert_eq!(e.path, "kernel_log[0].message", "{e}");
+}
+
+#[test]
+fn latency_knows_the_gpm_and_health_functions() {
+    let ok = Scenario::parse(
+        "[[gpu]]\n[latency.functions]\nnvmlGpmSampleGet = \"0.1ms\"\nnvmlGpmMetricsGet = \"0.02ms\"\nnvmlGpmMigSampleGet = \"0.1ms\"\nnvmlDeviceGetNvLinkState = \"0.005ms\"\nnvmlDeviceGetGpuFabricInfoV = \"0.2ms\"\n",
+        "x.toml",
+    )
+    .expect("valid latency");
+    assert_eq!(ok.function_latency_us["nvmlGpmSampleGet"], 100);
+    assert_eq!(ok.function_latency_us["nvmlGpmMetricsGet"], 20);
+    assert_eq!(ok.function_latency_us["nvmlDeviceGetGpuFabricInfoV"], 200);
+}
+
+#[test]
+fn the_readme_example_is_a_valid_scenario() {
+    let readme = include_str!("../../README.md");
+    let start = readme.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = start + readme[start..].find("```").expect("its end");
+    let scenario = Scenario::parse(&readme[start..end], "README.md").expect("valid example");
+    assert_eq!(scenario.gpu_count(), 2);
+    assert_eq!(scenario.kernel_log.len(), 1);
+}

@@ -1,0 +1,196 @@
+//! `[gpu.nvlink]`, `[gpu.fabric]` and `recovery_action`: the hardware
+//! health signals of a GPU beyond its readings.
+
+use super::steps::Steps;
+use crate::timeline::TimelineSpec;
+use serde::Deserialize;
+use toml::Spanned;
+
+/// NVLink links supported by NVML (`NVML_NVLINK_MAX_LINKS`).
+pub const MAX_LINKS: u32 = 18;
+
+/// `[gpu.nvlink]`: the GPU's NVLink links (absent: NVLink calls NOT_SUPPORTED).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NvLinkSpec {
+    /// Links 0..links exist (H100/H200 SXM: 18, A100: 12).
+    pub links: Spanned<u32>,
+    /// NVLink version (A100: 3, H100: 4, B200: 5).
+    pub version: u32,
+    /// What the links lead to: NVSwitches (HGX) or peer GPUs (bridges).
+    pub remote: RemoteKind,
+    /// NVSwitches the links spread over (remote = "switch").
+    pub switches: u32,
+    /// Data sent per active link, MiB/s (GPM NVLINK_Ln_TX, field 138). Default 0.
+    pub tx_mib_s: Option<Spanned<TimelineSpec>>,
+    /// Data received per active link, MiB/s (GPM NVLINK_Ln_RX, field 139). Default 0.
+    pub rx_mib_s: Option<Spanned<TimelineSpec>>,
+    /// `[[gpu.nvlink.errors]]`: error counters that grow at a rate.
+    pub errors: Vec<NvLinkErrorSpec>,
+}
+
+impl Default for NvLinkSpec {
+    fn default() -> Self {
+        NvLinkSpec {
+            links: Spanned::new(0..0, MAX_LINKS),
+            version: 4,
+            remote: RemoteKind::Switch,
+            switches: 4,
+            tx_mib_s: None,
+            rx_mib_s: None,
+            errors: Vec::new(),
+        }
+    }
+}
+
+/// The far end of the NVLink links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteKind {
+    /// NVSwitch chips (NVML_NVLINK_DEVICE_TYPE_SWITCH).
+    Switch,
+    /// The next GPU (NVML_NVLINK_DEVICE_TYPE_GPU).
+    Gpu,
+}
+
+/// The NVLink error counters (nvmlNvLinkErrorCounter_t).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NvLinkCounter {
+    /// NVML_NVLINK_ERROR_DL_REPLAY (0).
+    Replay,
+    /// NVML_NVLINK_ERROR_DL_RECOVERY (1).
+    Recovery,
+    /// NVML_NVLINK_ERROR_DL_CRC_FLIT (2).
+    CrcFlit,
+    /// NVML_NVLINK_ERROR_DL_CRC_DATA (3).
+    CrcData,
+    /// NVML_NVLINK_ERROR_DL_ECC_DATA (4).
+    EccData,
+}
+
+impl NvLinkCounter {
+    /// Every counter, in nvmlNvLinkErrorCounter_t order.
+    pub const ALL: [NvLinkCounter; 5] = [
+        NvLinkCounter::Replay,
+        NvLinkCounter::Recovery,
+        NvLinkCounter::CrcFlit,
+        NvLinkCounter::CrcData,
+        NvLinkCounter::EccData,
+    ];
+
+    /// The nvmlNvLinkErrorCounter_t value.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+/// `[[gpu.nvlink.errors]]`: one counter growing at a rate.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvLinkErrorSpec {
+    /// The link (absent: every link).
+    pub link: Option<Spanned<u32>>,
+    /// Which counter.
+    pub counter: NvLinkCounter,
+    /// Errors per second (number or timeline); the counter is its integral.
+    pub per_second: Spanned<TimelineSpec>,
+}
+
+/// `[gpu.fabric]`: what nvmlDeviceGetGpuFabricInfo(V) answers (absent:
+/// NOT_SUPPORTED). Each key is a value or a `[[time, value], ...]` list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FabricSpec {
+    /// Registration with the fabric manager.
+    pub state: Steps<FabricState>,
+    /// Outcome of the registration: `SUCCESS` or an NVML error name.
+    pub status: Spanned<Steps<String>>,
+    /// Clique (NVLink domain partition) id.
+    pub clique_id: u32,
+    /// Cluster UUID (`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`).
+    pub cluster_uuid: Spanned<String>,
+    /// v3 healthSummary.
+    pub health_summary: Steps<HealthSummary>,
+    /// healthMask: bandwidth degraded (absent: NOT_SUPPORTED).
+    pub degraded_bandwidth: Option<Steps<bool>>,
+    /// healthMask: route recovery in progress (absent: NOT_SUPPORTED).
+    pub route_recovery: Option<Steps<bool>>,
+    /// healthMask: route unhealthy (absent: NOT_SUPPORTED).
+    pub route_unhealthy: Option<Steps<bool>>,
+    /// healthMask: access timeout recovery in progress (absent: NOT_SUPPORTED).
+    pub access_timeout_recovery: Option<Steps<bool>>,
+}
+
+impl Default for FabricSpec {
+    fn default() -> Self {
+        FabricSpec {
+            state: Steps::constant(FabricState::Completed),
+            status: Spanned::new(0..0, Steps::constant("SUCCESS".into())),
+            clique_id: 0,
+            cluster_uuid: Spanned::new(0..0, "00000000-0000-0000-0000-000000000000".into()),
+            health_summary: Steps::constant(HealthSummary::Healthy),
+            degraded_bandwidth: None,
+            route_recovery: None,
+            route_unhealthy: None,
+            access_timeout_recovery: None,
+        }
+    }
+}
+
+/// nvmlGpuFabricState_t.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FabricState {
+    /// NVML_GPU_FABRIC_STATE_NOT_SUPPORTED (0).
+    NotSupported,
+    /// NVML_GPU_FABRIC_STATE_NOT_STARTED (1).
+    NotStarted,
+    /// NVML_GPU_FABRIC_STATE_IN_PROGRESS (2).
+    InProgress,
+    /// NVML_GPU_FABRIC_STATE_COMPLETED (3).
+    Completed,
+}
+
+/// NVML_GPU_FABRIC_HEALTH_SUMMARY_*.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthSummary {
+    /// 0.
+    NotSupported,
+    /// 1.
+    Healthy,
+    /// 2.
+    Unhealthy,
+    /// 3.
+    LimitedCapacity,
+}
+
+/// nvmlDeviceGpuRecoveryAction_t (field 230).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryAction {
+    /// NVML_GPU_RECOVERY_ACTION_NONE (0).
+    None,
+    /// GPU_RESET (1).
+    GpuReset,
+    /// NODE_REBOOT (2).
+    NodeReboot,
+    /// DRAIN_P2P (3).
+    DrainP2p,
+    /// DRAIN_AND_RESET (4).
+    DrainAndReset,
+}
+
+/// Parses `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` into 16 bytes.
+pub fn parse_uuid(text: &str) -> Option<[u8; 16]> {
+    let hex: String = text.chars().filter(|c| *c != '-').collect();
+    if hex.len() != 32 || text.len() != 36 {
+        return None;
+    }
+    let mut bytes = [0u8; 16];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(bytes)
+}
