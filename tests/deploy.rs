@@ -309,9 +309,27 @@ fn dockerfile_builds_a_non_root_gpu_image() {
         .collect();
     assert!(from.len() >= 2, "multi-stage: {from:?}");
     assert!(
-        from[0].contains("rust:") && from[0].contains(" AS build"),
-        "{from:?}"
+        from[0] == "FROM ${RUST_IMAGE} AS build",
+        "the builder is the RUST_IMAGE argument: {from:?}"
     );
+    let arg = |name: &str| -> String {
+        dockerfile
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("ARG {name}=")))
+            .unwrap_or_else(|| panic!("no ARG {name}=default"))
+            .to_string()
+    };
+    assert!(arg("RUNTIME_IMAGE").contains("distroless/cc-debian12"));
+    // Binaries built in the Dockerfile by default, or taken from the
+    // "prebuilt" build context (tests/container.rs builds it so).
+    assert_eq!(arg("BINARIES"), "source");
+    for stage in ["binaries-source", "binaries-prebuilt"] {
+        assert!(
+            from.iter().any(|f| f.ends_with(&format!(" AS {stage}"))),
+            "no stage {stage}: {from:?}"
+        );
+    }
+    assert!(from.contains(&"FROM binaries-${BINARIES} AS binaries"), "{from:?}");
     // The builder's Rust is at least the workspace's rust-version.
     let rust_version = read("Cargo.toml")
         .lines()
@@ -324,7 +342,8 @@ fn dockerfile_builds_a_non_root_gpu_image() {
             .and_then(|m| m.parse().ok())
             .expect("version")
     };
-    let image_version = from[0]
+    let rust_image = arg("RUST_IMAGE");
+    let image_version = rust_image
         .split("rust:")
         .nth(1)
         .and_then(|t| t.split('-').next())
@@ -340,6 +359,10 @@ fn dockerfile_builds_a_non_root_gpu_image() {
         "ENTRYPOINT [\"/usr/bin/gpuwatch\", \"run\"]",
         "/usr/lib/gpuwatch/libnvml_sim.so",
         "--locked",
+        // The history's place: a volume, since the root may be read-only.
+        "XDG_STATE_HOME=/var/lib",
+        "VOLUME [\"/var/lib/gpuwatch\"]",
+        "COPY --chown=65532:65532 deploy/container/state/ /var/lib/gpuwatch/",
     ] {
         assert!(dockerfile.contains(needle), "the Dockerfile lacks {needle}");
     }

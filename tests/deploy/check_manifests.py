@@ -240,7 +240,20 @@ def kubernetes(root, config_out):
     config = tomllib.loads(toml_text)
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
-    check(all(m.get("readOnly") for m in mounts.values()), "every mount read-only")
+    # The history: the one writable mount, the node's /var/lib/gpuwatch
+    # (it outlives the pod), where the agent's default path points
+    # ($XDG_STATE_HOME/gpuwatch) unless the config names another file there.
+    state_dir = os.path.join(env.get("XDG_STATE_HOME") or "/nonexistent", "gpuwatch")
+    history_path = config.get("history", {}).get("path")
+    if history_path is not None:
+        check(os.path.dirname(history_path) == state_dir, f"history.path {history_path} is not in {state_dir}")
+    state = mounts.get(state_dir)
+    if check(state is not None, f"the history directory {state_dir} ($XDG_STATE_HOME/gpuwatch) is not a mount"):
+        check(not state.get("readOnly"), f"{state_dir} is mounted read-only")
+        host = volumes[state["name"]].get("hostPath", {})
+        check(host.get("path") == "/var/lib/gpuwatch" and host.get("type") == "DirectoryOrCreate",
+              f"{state_dir} is not the node's /var/lib/gpuwatch (DirectoryOrCreate): {host}")
+    check(all(m.get("readOnly") for p, m in mounts.items() if p != state_dir), "every other mount read-only")
     config_path = c["args"][c["args"].index("--config") + 1]
     mount = mounts.get(os.path.dirname(config_path))
     if check(mount is not None, f"nothing mounted at {os.path.dirname(config_path)}"):
