@@ -15,6 +15,8 @@
 //!   (`CONTAINERS_CONF`, `CONTAINERS_STORAGE_CONF`), so the tests never touch
 //!   the host's own containers or /etc/cni.
 
+#![allow(dead_code)] // Each test binary uses its own subset.
+
 use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
