@@ -7,6 +7,8 @@
 //! installs the tools. Containers use the host's network and 127.0.0.1 only.
 
 mod common;
+#[path = "deploy/kube_pod.rs"]
+mod kube_pod;
 #[path = "deploy/podman.rs"]
 mod podman;
 
@@ -18,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{binary, free_port, run_cli, Metrics};
 use podman::{BaseRecipe, Container, Podman};
-use serde_yaml_ng::{Mapping, Value};
+use serde_yaml_ng::Value;
 
 /// A runtime base like gcr.io/distroless/cc-debian12:nonroot: glibc,
 /// libgcc, CA certificates, time zones, /etc/services and a user 65532, no
@@ -350,85 +352,6 @@ fn the_image_is_small_non_root_and_set_up_for_the_nvidia_runtime() {
 
 // --- The DaemonSet's pod under podman kube play ------------------------------
 
-/// The Pod that `podman kube play` runs: the DaemonSet's pod template of
-/// deploy/kubernetes/daemonset.yaml, with only what this machine needs
-/// changed (each change is asserted to apply, so a renamed volume fails
-/// here rather than silently running something else):
-/// - `hostNetwork: true` and no `ports`: only 127.0.0.1 may be used here,
-///   and podman 4.3 publishes every containerPort, which it refuses with
-///   the host's network;
-/// - `--simulate` and `--listen 127.0.0.1:PORT` after the manifest's args;
-/// - the hostPaths of the history (`state`) and of the kubelet's socket
-///   (`pod-resources`) moved into a temporary directory.
-fn pod_from_daemonset(name: &str, port: u16, dir: &Path) -> (String, String) {
-    let text = std::fs::read_to_string(root().join("deploy/kubernetes/daemonset.yaml"))
-        .expect("read daemonset.yaml");
-    let daemonset: Value = serde_yaml_ng::from_str(&text).expect("daemonset.yaml is YAML");
-    assert_eq!(daemonset["kind"], Value::from("DaemonSet"));
-    let template = &daemonset["spec"]["template"];
-    let image = template["spec"]["containers"][0]["image"]
-        .as_str()
-        .expect("the container's image")
-        .to_string();
-    let mut spec = template["spec"].clone();
-    let spec_map = spec.as_mapping_mut().expect("pod spec");
-    spec_map.insert("hostNetwork".into(), true.into());
-
-    let containers = spec_map
-        .get_mut("containers")
-        .and_then(Value::as_sequence_mut)
-        .expect("containers");
-    assert_eq!(containers.len(), 1, "one container");
-    let container = containers[0].as_mapping_mut().expect("container");
-    assert!(
-        container.remove("ports").is_some(),
-        "the container has ports"
-    );
-    let args = container
-        .get_mut("args")
-        .and_then(Value::as_sequence_mut)
-        .expect("the container has args");
-    for arg in ["--simulate", "--listen", &format!("127.0.0.1:{port}")] {
-        args.push(arg.into());
-    }
-
-    let volumes = spec_map
-        .get_mut("volumes")
-        .and_then(Value::as_sequence_mut)
-        .expect("volumes");
-    let mut moved = Vec::new();
-    for volume in volumes.iter_mut() {
-        let volume_name = volume["name"].as_str().unwrap_or_default().to_string();
-        if let Some(path) = volume.get_mut("hostPath").and_then(|h| h.get_mut("path")) {
-            let to = match volume_name.as_str() {
-                // Not created here: the manifest's DirectoryOrCreate does it.
-                "state" => dir.join("var-lib-gpuwatch"),
-                "pod-resources" => {
-                    let socket_dir = dir.join("pod-resources");
-                    std::fs::create_dir_all(&socket_dir).expect("mkdir");
-                    socket_dir
-                }
-                _ => continue,
-            };
-            *path = to.display().to_string().into();
-            moved.push(volume_name);
-        }
-    }
-    moved.sort();
-    assert_eq!(moved, ["pod-resources", "state"], "hostPath volumes moved");
-
-    let mut metadata = Mapping::new();
-    metadata.insert("name".into(), name.into());
-    metadata.insert("labels".into(), template["metadata"]["labels"].clone());
-    let mut pod = Mapping::new();
-    pod.insert("apiVersion".into(), "v1".into());
-    pod.insert("kind".into(), "Pod".into());
-    pod.insert("metadata".into(), metadata.into());
-    pod.insert("spec".into(), spec);
-    let yaml = serde_yaml_ng::to_string(&Value::Mapping(pod)).expect("pod YAML");
-    (yaml, image)
-}
-
 /// Removes the pod when dropped.
 struct Pod(String);
 
@@ -452,7 +375,7 @@ fn the_daemonsets_pod_runs_under_kube_play_and_its_history_survives_a_new_pod() 
     let dir = tempfile::tempdir().expect("tempdir");
     let name = podman::name("kube");
     let port = free_port();
-    let (pod_yaml, manifest_image) = pod_from_daemonset(&name, port, dir.path());
+    let (pod_yaml, manifest_image) = kube_pod::pod_from_daemonset(&name, port, dir.path());
     let pod_file = dir.path().join("pod.yaml");
     std::fs::write(&pod_file, pod_yaml).expect("write pod.yaml");
     // The manifest's image is this build's (imagePullPolicy IfNotPresent:
