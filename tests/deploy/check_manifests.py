@@ -11,9 +11,20 @@ kubernetes-validate). Exits 1 with every problem listed.
   check_manifests.py ROOT dashboards DIR         the dashboards ConfigMap
                                                  generated under DIR holds
                                                  DIR/grafana/dashboards/*.json
+  check_manifests.py ROOT gpu-operator BASE OVERLAY ARGS_OUT
+                                                 OVERLAY (kustomize's output
+                                                 for deploy/kubernetes-gpu-operator)
+                                                 is BASE (the base and
+                                                 prometheus-operator's) under
+                                                 the GPU Operator's contracts
+                                                 for dcgm-exporter, nothing
+                                                 else; writes the container's
+                                                 args to ARGS_OUT (JSON)
 """
 
+import copy
 import glob
+import json
 import os
 import sys
 import tomllib
@@ -240,7 +251,20 @@ def kubernetes(root, config_out):
     config = tomllib.loads(toml_text)
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
-    check(all(m.get("readOnly") for m in mounts.values()), "every mount read-only")
+    # The history: the one writable mount, the node's /var/lib/gpuwatch
+    # (it outlives the pod), where the agent's default path points
+    # ($XDG_STATE_HOME/gpuwatch) unless the config names another file there.
+    state_dir = os.path.join(env.get("XDG_STATE_HOME") or "/nonexistent", "gpuwatch")
+    history_path = config.get("history", {}).get("path")
+    if history_path is not None:
+        check(os.path.dirname(history_path) == state_dir, f"history.path {history_path} is not in {state_dir}")
+    state = mounts.get(state_dir)
+    if check(state is not None, f"the history directory {state_dir} ($XDG_STATE_HOME/gpuwatch) is not a mount"):
+        check(not state.get("readOnly"), f"{state_dir} is mounted read-only")
+        host = volumes[state["name"]].get("hostPath", {})
+        check(host.get("path") == "/var/lib/gpuwatch" and host.get("type") == "DirectoryOrCreate",
+              f"{state_dir} is not the node's /var/lib/gpuwatch (DirectoryOrCreate): {host}")
+    check(all(m.get("readOnly") for p, m in mounts.items() if p != state_dir), "every other mount read-only")
     config_path = c["args"][c["args"].index("--config") + 1]
     mount = mounts.get(os.path.dirname(config_path))
     if check(mount is not None, f"nothing mounted at {os.path.dirname(config_path)}"):
@@ -309,6 +333,90 @@ def rule_tests(root):
     print(f"{len(alerts)} alerts, each tested firing and not firing")
 
 
+OVERLAY_DIR = "deploy/kubernetes-gpu-operator"
+DRIVER_ROOT = "/run/nvidia/driver"
+
+
+def rendered(path):
+    """kustomize's output: {(kind, name): document}."""
+    docs = {}
+    for doc in load_all(path):
+        key = (doc.get("kind"), doc.get("metadata", {}).get("name"))
+        check(key not in docs, f"{path}: {key} twice")
+        docs[key] = doc
+    return docs
+
+
+def gpu_operator(root, base_path, overlay_path, args_out):
+    """The overlay that puts gpuwatch in the place of the GPU Operator's
+    dcgm-exporter: the Operator's contracts for its exporter, and otherwise
+    exactly the base manifests."""
+    # Every file of the overlay is used by its kustomization.
+    directory = os.path.join(root, OVERLAY_DIR)
+    kustomization = load_all(os.path.join(directory, "kustomization.yaml"))[0]
+    used = {p["path"] for p in kustomization.get("patches", [])}
+    present = {os.path.basename(p) for p in glob.glob(os.path.join(directory, "*.yaml"))} - {"kustomization.yaml"}
+    check(used == present, f"{OVERLAY_DIR}: patches {sorted(used)} != files {sorted(present)}")
+    check(kustomization.get("resources") == ["../kubernetes/", "../kubernetes/prometheus-operator/"],
+          f"{OVERLAY_DIR}: resources {kustomization.get('resources')}")
+
+    base, overlay = rendered(base_path), rendered(overlay_path)
+    if not check(set(base) == set(overlay), f"overlay objects {sorted(overlay)} != base {sorted(base)}"):
+        return
+    for key in overlay:
+        schema = {"ServiceMonitor": SERVICE_MONITOR, "PrometheusRule": PROMETHEUS_RULE}.get(key[0])
+        if schema is not None:
+            for error in jsonschema.Draft202012Validator(schema).iter_errors(overlay[key]):
+                problems.append(f"overlay {key}: {'.'.join(map(str, error.absolute_path))}: {error.message}")
+
+    # The DaemonSet: the Operator's placement and NVML from its driver root.
+    ds = copy.deepcopy(overlay[("DaemonSet", "gpuwatch")])
+    pod = ds["spec"]["template"]["spec"]
+    check(pod.pop("nodeSelector", None) == {"nvidia.com/gpu.deploy.dcgm-exporter": "true"},
+          "nodeSelector is not exactly nvidia.com/gpu.deploy.dcgm-exporter=true")
+    check({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod.get("tolerations", []),
+          "no toleration for nvidia.com/gpu:NoSchedule")
+    check(pod.pop("priorityClassName", None) == "system-node-critical", "priorityClassName is not system-node-critical")
+    check(pod.pop("runtimeClassName", None) == "nvidia", "runtimeClassName is not nvidia")
+    c = pod["containers"][0]
+    check(any(p.get("name") == "metrics" for p in c.get("ports", [])), "no container port named metrics")
+    args = c["args"]
+    with open(args_out, "w", encoding="utf-8") as f:
+        json.dump(args, f)
+    base_args = base[("DaemonSet", "gpuwatch")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    check(args[: len(base_args)] == base_args, f"args {args} do not start with the base's {base_args}")
+    extra = args[len(base_args):]
+    check(extra[:2] == ["--metrics-compat", "dcgm"], f"no --metrics-compat dcgm after the base's args: {extra}")
+    library = extra[3] if len(extra) == 4 and extra[2] == "--nvml-library" else None
+    if check(library is not None, f"no --nvml-library PATH after --metrics-compat dcgm: {extra}"):
+        check(library.startswith(DRIVER_ROOT + "/") and library.endswith("/libnvidia-ml.so.1"),
+              f"--nvml-library {library} is not libnvidia-ml.so.1 under {DRIVER_ROOT}")
+    c["args"] = base_args
+    mounts = [m for m in c["volumeMounts"] if m["mountPath"] == DRIVER_ROOT]
+    volumes = [v for v in pod["volumes"] if v.get("hostPath", {}).get("path") == DRIVER_ROOT]
+    if check(len(mounts) == 1 and len(volumes) == 1 and mounts[0]["name"] == volumes[0]["name"],
+             f"{DRIVER_ROOT} is not the host's {DRIVER_ROOT} mounted once"):
+        check(mounts[0].get("readOnly") is True, f"{DRIVER_ROOT} mounted writable")
+        check(mounts[0].get("mountPropagation") == "HostToContainer",
+              f"{DRIVER_ROOT} without mountPropagation: HostToContainer (a driver container started later stays hidden)")
+        c["volumeMounts"].remove(mounts[0])
+        pod["volumes"].remove(volumes[0])
+    base_pod = copy.deepcopy(base[("DaemonSet", "gpuwatch")])
+    base_pod["spec"]["template"]["spec"].pop("nodeSelector", None)
+    check(ds == base_pod, "the overlay changes the DaemonSet beyond the Operator's contracts")
+
+    # The ServiceMonitor: the Operator's label for its exporter's.
+    sm = copy.deepcopy(overlay[("ServiceMonitor", "gpuwatch")])
+    labels = sm["metadata"]["labels"]
+    check(labels.pop("app", None) == "nvidia-dcgm-exporter", "ServiceMonitor lacks app: nvidia-dcgm-exporter")
+    check(sm == base[("ServiceMonitor", "gpuwatch")], "the overlay changes the ServiceMonitor beyond its labels")
+
+    # Everything else as in the base.
+    for key in sorted(set(base) - {("DaemonSet", "gpuwatch"), ("ServiceMonitor", "gpuwatch")}):
+        check(overlay[key] == base[key], f"the overlay changes {key}")
+    print(f"{len(overlay)} objects: the base under the GPU Operator's contracts")
+
+
 def main(argv):
     root, what = argv[0], argv[1]
     if what == "kubernetes":
@@ -320,6 +428,8 @@ def main(argv):
         check(len(docs) == 1, "one ConfigMap")
         check_dashboards(argv[2], docs[0])
         print(f"{len((docs[0].get('data') or {}))} dashboards")
+    elif what == "gpu-operator":
+        gpu_operator(root, argv[2], argv[3], argv[4])
     else:
         sys.exit(f"unknown check {what}")
     if problems:
