@@ -33,6 +33,8 @@
 //!   transition) and a dispatcher per receiver (webhooks).
 //! - [`kubernetes`]: asks the kubelet's pod-resources socket which pod and
 //!   container hold each GPU, for the sampler to name the pods of processes.
+//! - [`panics`]: panics in request handlers and long-lived tasks, caught,
+//!   logged and counted (`gpuwatch_panics_total`), never silent.
 //! - [`app`]: the commands, as the binary runs them.
 
 pub mod alerting;
@@ -45,6 +47,7 @@ pub mod history;
 pub mod http;
 pub mod kubernetes;
 pub mod notify;
+pub mod panics;
 pub mod rules;
 pub mod sampler;
 pub mod sim;

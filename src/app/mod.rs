@@ -28,6 +28,7 @@ use crate::history::Store;
 use crate::http::webconfig::{self, WebSecurity};
 use crate::http::HistoryApi;
 use crate::http::{serve_secured, HttpState, ServerLimits};
+use crate::panics::{supervise, Panics, PanicsCollector};
 use crate::sampler::procnames::ProcessNames;
 use crate::sampler::reader::{NodeReader, Tiers};
 use crate::sampler::{watchdog, Sampler, SamplerSettings, SnapshotSink};
@@ -319,6 +320,9 @@ async fn serve_until_signal(
         // Certificate expiry and reloads (the files are watched by the server).
         exporter = exporter.with(reloader.collector());
     }
+    // Panics of the tasks below and of request handlers: logged and counted.
+    let panics = Arc::new(Panics::default());
+    exporter = exporter.with(Box::new(PanicsCollector(panics.clone())));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut history_api = None;
     let mut history_task = None;
@@ -364,11 +368,10 @@ async fn serve_until_signal(
                         name: receiver.name.clone(),
                         route: receiver.route.clone(),
                     });
-                    dispatchers.push(tokio::spawn(crate::notify::run(
-                        receiver,
-                        store.pool.clone(),
-                        s,
-                        shutdown_rx.clone(),
+                    dispatchers.push(tokio::spawn(supervise(
+                        "notify",
+                        panics.clone(),
+                        crate::notify::run(receiver, store.pool.clone(), s, shutdown_rx.clone()),
                     )));
                 }
                 let names: Vec<&str> = receivers.iter().map(|r| r.name.as_str()).collect();
@@ -381,28 +384,36 @@ async fn serve_until_signal(
             _ => {}
         }
         if let Some(store) = &store {
-            dispatchers.push(tokio::spawn(crate::notify::cleanup::run(
-                store.pool.clone(),
-                receivers.iter().map(|r| r.name.clone()).collect(),
-                shutdown_rx.clone(),
+            dispatchers.push(tokio::spawn(supervise(
+                "notify",
+                panics.clone(),
+                crate::notify::cleanup::run(
+                    store.pool.clone(),
+                    receivers.iter().map(|r| r.name.clone()).collect(),
+                    shutdown_rx.clone(),
+                ),
             )));
         }
-        alerts_task = Some(tokio::spawn(crate::alerting::run(
-            run.rules,
-            state,
-            store
-                .zip(silences.clone())
-                .map(|(store, silences)| crate::alerting::Persist {
-                    store,
-                    receivers,
-                    silences,
-                    retention,
-                    external_url: external_url.clone(),
-                }),
-            run.snapshots,
-            sampler.snapshots(),
-            publish,
-            shutdown_rx.clone(),
+        alerts_task = Some(tokio::spawn(supervise(
+            "alerting",
+            panics.clone(),
+            crate::alerting::run(
+                run.rules,
+                state,
+                store
+                    .zip(silences.clone())
+                    .map(|(store, silences)| crate::alerting::Persist {
+                        store,
+                        receivers,
+                        silences,
+                        retention,
+                        external_url: external_url.clone(),
+                    }),
+                run.snapshots,
+                sampler.snapshots(),
+                publish,
+                shutdown_rx.clone(),
+            ),
         )));
     }
     if let Some(run) = history {
@@ -411,12 +422,16 @@ async fn serve_until_signal(
             store: run.store.clone(),
             retention: run.settings.retention,
         });
-        history_task = Some(tokio::spawn(writer::run(
-            run.store,
-            run.snapshots,
-            run.settings,
-            run.stats,
-            shutdown_rx.clone(),
+        history_task = Some(tokio::spawn(supervise(
+            "history",
+            panics.clone(),
+            writer::run(
+                run.store,
+                run.snapshots,
+                run.settings,
+                run.stats,
+                shutdown_rx.clone(),
+            ),
         )));
     }
     let state = Arc::new(HttpState {
@@ -427,15 +442,21 @@ async fn serve_until_signal(
         history: history_api,
         alerts: alerts_rx,
         silences,
+        panics: panics.clone(),
     });
-    let dog = tokio::spawn(watchdog(
-        sampler.progress(),
-        config.sampler.timeout,
-        shutdown_rx.clone(),
+    let dog = tokio::spawn(supervise(
+        "watchdog",
+        panics,
+        watchdog(
+            sampler.progress(),
+            config.sampler.timeout,
+            shutdown_rx.clone(),
+        ),
     ));
     let limits = ServerLimits {
         max_connections: config.server.max_connections,
         request_timeout: config.server.request_timeout,
+        idle_timeout: config.server.idle_timeout,
     };
     let server = tokio::spawn(serve_secured(
         listener,

@@ -23,6 +23,9 @@ use crate::history::{Durability, Retention};
 /// nvidia_gpu_exporter (9835), Prometheus (9090) or node_exporter (9100).
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9842";
 
+/// The longest `server.idle_timeout` accepted.
+pub const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// A validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -73,8 +76,13 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Requests served at once; more wait for a slot.
     pub max_connections: usize,
-    /// Longest a request may take, headers included.
+    /// Longest a request may take once its head is read (also the longest
+    /// wait for a connection slot and for a TLS handshake).
     pub request_timeout: Duration,
+    /// Longest a connection may take to send a complete request head, from
+    /// its opening or its previous response: keep-alive idle time and slow
+    /// headers alike.
+    pub idle_timeout: Duration,
     /// Web configuration file (exporter-toolkit format: TLS, basic auth),
     /// as written; `--web-config` overrides it.
     pub web_config: Option<PathBuf>,
@@ -298,6 +306,25 @@ impl Config {
             "10s",
             Duration::from_millis(100),
         );
+        let idle_timeout = v.duration(
+            "server.idle_timeout",
+            server.idle_timeout.as_ref(),
+            "5s",
+            Duration::from_millis(100),
+        );
+        if let Some(value) = server.idle_timeout.as_ref() {
+            if idle_timeout > MAX_IDLE_TIMEOUT {
+                v.problem(
+                    "server.idle_timeout",
+                    Some(value.span()),
+                    &format!(
+                        "\"{}\" is too long; use at most {} (idle connections hold file descriptors)",
+                        value.get_ref(),
+                        humantime::format_duration(MAX_IDLE_TIMEOUT)
+                    ),
+                );
+            }
+        }
         let external_url = server.external_url.as_ref().and_then(|u| {
             if receivers::is_http_url(u.get_ref()) {
                 Some(format!("{}/", u.get_ref().trim_end_matches('/')))
@@ -414,6 +441,7 @@ impl Config {
                 listen,
                 max_connections,
                 request_timeout,
+                idle_timeout,
                 web_config: server.web_config,
                 metrics_compat,
                 external_url,

@@ -367,3 +367,28 @@ fn grouping_is_refused_for_email_receivers_where_it_is_not_built() {
     let without = source.replace("group_wait = \"30s\"\n", "");
     assert!(Config::parse(&without, "mail.toml").is_ok());
 }
+
+#[test]
+fn idle_timeout_has_a_default_and_a_range() {
+    let config = Config::parse("", "empty.toml").expect("valid");
+    assert_eq!(config.server.idle_timeout, Duration::from_secs(5));
+    let config = Config::parse("[server]\nidle_timeout = \"30s\"\n", "ok.toml").expect("valid");
+    assert_eq!(config.server.idle_timeout, Duration::from_secs(30));
+    for (value, why) in [
+        ("\"50ms\"", "too short"),
+        ("\"2h\"", "too long"),
+        ("\"soon\"", "not a duration"),
+    ] {
+        let source = format!("[server]\nidle_timeout = {value}\n");
+        let Err(ConfigError::Invalid(problems)) = Config::parse(&source, "bad.toml") else {
+            panic!("{value} accepted");
+        };
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let text = problems[0].to_string();
+        assert!(
+            text.starts_with("bad.toml:2:16: server.idle_timeout: "),
+            "{text}"
+        );
+        assert!(text.contains(why), "{text}");
+    }
+}
