@@ -1,5 +1,6 @@
-//! One connection, from admission to close: it waits for a slot
-//! ([`super::slots`]), does the TLS handshake when configured, serves
+//! One connection, from admission to close: it waits for its first bytes
+//! ([`super::pending`]), then for a slot ([`super::slots`]), does the TLS
+//! handshake when configured, serves
 //! HTTP/1.1 requests with keep-alive, and closes when asked (to make room
 //! for another connection, or at shutdown) or when it sends no complete
 //! request head within the idle timeout.
@@ -29,14 +30,14 @@ use tokio::time::Instant;
 use tracing::{debug, error};
 
 use super::access::Client;
+use super::pending::Pending;
 use super::routes::{self, HttpResponse};
 use super::slots::{Refused, Slot, Slots};
 use super::{HttpState, ServerLimits, WebSecurity, MAX_HEAD_BYTES};
 use crate::panics::{catch_unwind, message, Panics};
 
-/// How long a connection asked to close while idle may take to close on
-/// its own (flushing a response it wrote) before it is dropped. Also ends
-/// a first request head that is still trickling in.
+/// How long a keep-alive connection asked to close while idle may take to
+/// close on its own (flushing a response it wrote) before it is dropped.
 const EVICTION_GRACE: Duration = Duration::from_millis(500);
 
 /// How long writing a refusal (503) may take.
@@ -50,6 +51,8 @@ pub(super) struct Shared {
     pub security: Arc<WebSecurity>,
     /// Timeouts and counts.
     pub limits: ServerLimits,
+    /// Connections that have sent nothing yet.
+    pub pending: Arc<Pending>,
     /// The connection slots.
     pub slots: Arc<Slots>,
     /// Refusals being written at once; past this a refused connection is
@@ -76,6 +79,24 @@ pub(super) async fn run(
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    // No slot until it has sent something (a request head, a TLS hello).
+    // (A peek, not `readable()`: that may report a new socket ready before
+    // anything arrived.)
+    let spoke = {
+        let waiting = shared.pending.enter();
+        let mut first = [0u8; 1];
+        tokio::select! {
+            peeked = tokio::time::timeout(shared.limits.idle_timeout, stream.peek(&mut first)) => {
+                matches!(peeked, Ok(Ok(read)) if read > 0)
+            }
+            () = waiting.pushed_out() => false,
+            () = stopped(&mut shutdown) => false,
+        }
+    };
+    if !spoke {
+        debug!(peer = %peer, "Closing a connection that sent nothing.");
+        return;
+    }
     let admitted = tokio::select! {
         admitted = shared.slots.admit(shared.limits.request_timeout) => admitted,
         () = stopped(&mut shutdown) => return,
@@ -189,6 +210,11 @@ async fn close_when_asked<C>(
                 // answered with `Connection: close` instead.
                 if !slot.serving() {
                     debug!(peer = %peer, "Closing an idle connection to make room for a new one.");
+                    if !slot.answered() {
+                        // Nothing to flush, and hyper would go on reading a
+                        // first head that trickles in: drop it now.
+                        return;
+                    }
                     connection.as_mut().graceful_shutdown();
                     deadline = Some(Instant::now() + EVICTION_GRACE);
                 }

@@ -19,6 +19,7 @@ pub mod auth;
 mod connection;
 mod gpus;
 mod history_api;
+pub mod pending;
 mod routes;
 pub mod slots;
 pub mod tls;
@@ -116,11 +117,13 @@ pub async fn serve(
 /// With TLS, the certificate files are watched while it serves
 /// ([`tls_reload`]).
 ///
-/// Every connection is accepted at once and admitted to one of
-/// `max_connections` slots ([`slots`]): idle connections make room for new
-/// ones, busy keep-alive ones give way after a response, and at most
-/// [`WAITING_PER_SLOT`] × `max_connections` wait (at most the request
-/// timeout) before being refused with 503.
+/// Every connection is accepted at once. Once it has sent its first bytes
+/// (at most [`WAITING_PER_SLOT`] × `max_connections` wait for them,
+/// [`pending`]) it is admitted to one of `max_connections` slots
+/// ([`slots`]): idle connections make room for new ones, busy keep-alive
+/// ones give way after a response, and at most [`WAITING_PER_SLOT`] ×
+/// `max_connections` wait (at most the request timeout) before being
+/// refused with 503.
 pub async fn serve_secured(
     listener: TcpListener,
     state: Arc<HttpState>,
@@ -136,6 +139,7 @@ pub async fn serve_secured(
         state: state.clone(),
         security,
         limits,
+        pending: pending::Pending::new(slots_count * WAITING_PER_SLOT),
         slots: slots::Slots::new(slots_count, slots_count * WAITING_PER_SLOT),
         refusals: Arc::new(Semaphore::new(slots_count)),
     });

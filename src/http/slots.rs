@@ -256,6 +256,13 @@ impl Slot {
             .is_some_and(|e| e.idle_since.is_none())
     }
 
+    /// Whether a request of it has been answered (a response may still be
+    /// on its way out).
+    pub fn answered(&self) -> bool {
+        let table = self.slots.lock();
+        table.conns.get(&self.id).is_some_and(|e| e.answered)
+    }
+
     /// Marks a request as being handled until the returned guard finishes
     /// or is dropped.
     pub fn begin_request(self: &Arc<Self>) -> Busy {
