@@ -43,7 +43,7 @@ fn raise_fd_limit(needed: u64) {
         assert_eq!(set, 0, "setrlimit(RLIMIT_NOFILE) to the hard limit failed");
     }
     assert!(
-        limit.rlim_cur as u64 >= needed,
+        limit.rlim_cur >= needed,
         "this test needs {needed} file descriptors; the hard limit is {}: raise it (ulimit -Hn)",
         limit.rlim_cur
     );

@@ -132,7 +132,11 @@ pub async fn serve_secured(
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     if let Some(reloader) = &security.tls {
-        tokio::spawn(reloader.clone().watch(shutdown.clone()));
+        tokio::spawn(crate::panics::supervise(
+            "http",
+            state.panics.clone(),
+            reloader.clone().watch(shutdown.clone()),
+        ));
     }
     let slots_count = limits.max_connections.max(1);
     let shared = Arc::new(connection::Shared {
