@@ -133,7 +133,10 @@ pub(super) async fn run(
                 return;
             }
         },
-        () = slot.evicted() => return,
+        () = slot.evicted() => {
+            debug!(peer = %peer, "Closing a connection in its TLS handshake to make room for a new one.");
+            return;
+        }
         () = stopped(&mut shutdown) => return,
     };
     serve(stream, peer, &shared, slot, shutdown).await
