@@ -38,6 +38,8 @@
 //! - [`timespec`]: times, durations and counts from outside (query
 //!   parameters, request bodies, command-line arguments), checked into a
 //!   range once so nothing downstream overflows or panics.
+//! - [`panics`]: panics in request handlers and long-lived tasks, caught,
+//!   logged and counted (`gpuwatch_panics_total`), never silent.
 //! - [`app`]: the commands, as the binary runs them.
 
 pub mod alerting;
@@ -51,6 +53,7 @@ pub mod history;
 pub mod http;
 pub mod kubernetes;
 pub mod notify;
+pub mod panics;
 pub mod rules;
 pub mod sampler;
 pub mod sim;

@@ -445,12 +445,11 @@ fn a_lost_gpu_and_an_unloaded_driver_are_picked_up_again_without_a_restart() {
 fn the_server_bounds_connections_header_size_and_time() {
     use std::io::Write;
     use std::net::TcpStream;
-    use std::time::Instant;
 
     let dir = tempfile::tempdir().expect("temp dir");
     let config = write_config(
         &dir,
-        "[server]\nmax_connections = 1\nrequest_timeout = \"1s\"\n",
+        "[server]\nmax_connections = 1\nrequest_timeout = \"1s\"\nidle_timeout = \"1s\"\n",
     );
     let agent = Agent::start(
         "golden",
@@ -476,24 +475,50 @@ fn the_server_bounds_connections_header_size_and_time() {
     );
     drop(big);
 
-    // A client that sends nothing holds the only slot until the header
-    // timeout (1 s) closes it; then the next client is served.
-    let mut idle = TcpStream::connect(&address).expect("connect");
-    idle.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
+    // The server closes it, rather than the client's 5 s read timeout.
+    let closed_by_server = |mut stream: TcpStream, what: &str| -> Vec<u8> {
+        let mut rest = Vec::new();
+        let closed = stream.read_to_end(&mut rest);
+        assert!(
+            closed.is_ok(),
+            "{what}: the server did not close it: {closed:?}"
+        );
+        rest
+    };
+    let connect = || {
+        let stream = TcpStream::connect(&address).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        stream
+    };
+
+    // A client that sends nothing holds no slot: the next client is served
+    // meanwhile, and the server closes it after server.idle_timeout.
+    let silent = connect();
     std::thread::sleep(Duration::from_millis(100));
-    let started = Instant::now();
-    let (status, _) = agent.get("/-/healthy");
-    let waited = started.elapsed();
-    assert_eq!(status, 200);
+    assert_eq!(agent.get("/-/healthy").0, 200);
+    closed_by_server(silent, "a silent connection");
+
+    // A client trickling a request head holds the only slot until a
+    // newcomer needs it: then it gives way.
+    let mut trickling = connect();
+    trickling
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: a\r\n")
+        .expect("send");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(agent.get("/-/healthy").0, 200);
+    closed_by_server(trickling, "a trickling connection");
+
+    // Keep-alive: hyper restarts its header timer after every response, so
+    // a connection that sends nothing after its answer is closed too.
+    let mut kept = connect();
+    kept.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: a\r\n\r\n")
+        .expect("send");
+    let answer = closed_by_server(kept, "an idle keep-alive connection");
     assert!(
-        waited >= Duration::from_millis(500),
-        "the second client waited for the slot ({waited:?})"
-    );
-    let mut rest = Vec::new();
-    let closed = idle.read_to_end(&mut rest);
-    assert!(
-        closed.is_ok(),
-        "the idle connection was closed by the server, not timed out by the client: {closed:?}"
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
     );
 }

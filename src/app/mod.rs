@@ -26,6 +26,7 @@ use crate::history::stats::HistoryCollector;
 use crate::http::webconfig::{self, WebSecurity};
 use crate::http::HistoryApi;
 use crate::http::{serve_secured, HttpState, ServerLimits};
+use crate::panics::{spawn_supervised, supervise, Panics, PanicsCollector};
 use crate::sampler::procnames::ProcessNames;
 use crate::sampler::reader::{NodeReader, Tiers};
 use crate::sampler::{watchdog, Sampler, SamplerSettings, SnapshotSink};
@@ -296,6 +297,9 @@ async fn serve_until_signal(
         // Certificate expiry and reloads (the files are watched by the server).
         exporter = exporter.with(reloader.collector());
     }
+    // Panics of the tasks below and of request handlers: logged and counted.
+    let panics = Arc::new(Panics::default());
+    exporter = exporter.with(Box::new(PanicsCollector(panics.clone())));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut alerts_rx = None;
     let mut alerts_task = None;
@@ -306,7 +310,7 @@ async fn serve_until_signal(
         .unwrap_or_default();
     let history_stats = history.as_ref().map(|h| h.stats.clone());
     let attached = match history {
-        Some(run) => Some(storage::Attached::start(run, &shutdown_rx).await),
+        Some(run) => Some(storage::Attached::start(run, &panics, &shutdown_rx).await),
         None => None,
     };
     if let Some(run) = alerts {
@@ -314,7 +318,7 @@ async fn serve_until_signal(
         let (state, publish, receiver) = crate::alerting::restore(ready.as_ref()).await;
         exporter = exporter.with(Box::new(crate::alerting::AlertsCollector(receiver.clone())));
         alerts_rx = Some(receiver);
-        let notifiers = storage::Notifiers::new(config, &external_url);
+        let notifiers = storage::Notifiers::new(config, &external_url, &panics);
         if attached.is_some() && !notifiers.stats.is_empty() {
             exporter = exporter.with(Box::new(crate::notify::NotifyCollector(
                 notifiers.stats.clone(),
@@ -330,15 +334,19 @@ async fn serve_until_signal(
             &shutdown_rx,
             &mut tasks,
         );
-        alerts_task = Some(tokio::spawn(crate::alerting::run(
-            run.rules,
-            state,
-            persistence,
-            run.snapshots,
-            sampler.snapshots(),
-            publish,
-            shutdown_rx.clone(),
-        )));
+        alerts_task = Some(spawn_supervised(
+            "alerting",
+            &panics,
+            crate::alerting::run(
+                run.rules,
+                state,
+                persistence,
+                run.snapshots,
+                sampler.snapshots(),
+                publish,
+                shutdown_rx.clone(),
+            ),
+        ));
     }
     if let Some(stats) = history_stats {
         exporter = exporter.with(Box::new(HistoryCollector(stats)));
@@ -364,15 +372,21 @@ async fn serve_until_signal(
         history: history_api,
         alerts: alerts_rx,
         silences,
+        panics: panics.clone(),
     });
-    let dog = tokio::spawn(watchdog(
-        sampler.progress(),
-        config.sampler.timeout,
-        shutdown_rx.clone(),
+    let dog = tokio::spawn(supervise(
+        "watchdog",
+        panics,
+        watchdog(
+            sampler.progress(),
+            config.sampler.timeout,
+            shutdown_rx.clone(),
+        ),
     ));
     let limits = ServerLimits {
         max_connections: config.server.max_connections,
         request_timeout: config.server.request_timeout,
+        idle_timeout: config.server.idle_timeout,
     };
     let server = tokio::spawn(serve_secured(
         listener,

@@ -26,6 +26,7 @@ use crate::history::stats::HistoryStats;
 use crate::history::writer::{self, WriterSettings};
 use crate::history::{store, Store};
 use crate::notify::{ReceiverConfig, ReceiverStats};
+use crate::panics::{spawn_supervised, Panics};
 use crate::sampler::SnapshotSink;
 
 /// History as the running agent uses it, after the first attempt to open.
@@ -105,7 +106,11 @@ pub(super) struct Attached {
 impl Attached {
     /// Starts the writer (which waits for the database if it is not open
     /// yet) and, when it is not, the retries.
-    pub(super) async fn start(run: HistoryRun, shutdown: &watch::Receiver<bool>) -> Attached {
+    pub(super) async fn start(
+        run: HistoryRun,
+        panics: &Arc<Panics>,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Attached {
         let HistoryRun {
             opened,
             reopen,
@@ -124,13 +129,17 @@ impl Attached {
             }
             Err(reason) => {
                 let (publish, store) = Slot::channel(Availability::Down(reason.clone()));
-                tasks.push(tokio::spawn(attach::keep_opening(
-                    reopen,
-                    reason.clone(),
-                    publish,
-                    stats.clone(),
-                    shutdown.clone(),
-                )));
+                tasks.push(spawn_supervised(
+                    "history",
+                    panics,
+                    attach::keep_opening(
+                        reopen,
+                        reason.clone(),
+                        publish,
+                        stats.clone(),
+                        shutdown.clone(),
+                    ),
+                ));
                 let (fill, silences) = Slot::channel(Availability::Down(reason));
                 let mut waiting = store.clone();
                 let mut stop = shutdown.clone();
@@ -145,13 +154,11 @@ impl Attached {
                 (store, silences)
             }
         };
-        tasks.push(tokio::spawn(writer::run_when_open(
-            store.clone(),
-            snapshots,
-            settings,
-            stats,
-            shutdown.clone(),
-        )));
+        tasks.push(spawn_supervised(
+            "history",
+            panics,
+            writer::run_when_open(store.clone(), snapshots, settings, stats, shutdown.clone()),
+        ));
         Attached {
             store,
             silences,
@@ -177,12 +184,14 @@ pub(super) struct Notifiers {
     /// Per-receiver counters, for `NotifyCollector`.
     pub(super) stats: Vec<Arc<ReceiverStats>>,
     destinations: Vec<Destination>,
+    /// Where the dispatchers' panics are counted (`subsystem="notify"`).
+    panics: Arc<Panics>,
 }
 
 impl Notifiers {
     /// The configured receivers, with Alertmanager's links pointing at
     /// `external_url`.
-    pub(super) fn new(config: &Config, external_url: &str) -> Notifiers {
+    pub(super) fn new(config: &Config, external_url: &str, panics: &Arc<Panics>) -> Notifiers {
         let mut receivers = config.receivers.clone();
         for receiver in &mut receivers {
             if let crate::notify::ReceiverKind::Alertmanager(am) = &mut receiver.kind {
@@ -202,6 +211,7 @@ impl Notifiers {
                 })
                 .collect(),
             receivers,
+            panics: panics.clone(),
         }
     }
 
@@ -209,22 +219,30 @@ impl Notifiers {
     fn start(&self, store: &Store, shutdown: &watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         let mut tasks = Vec::new();
         for (receiver, stats) in self.receivers.iter().zip(&self.stats) {
-            tasks.push(tokio::spawn(crate::notify::run(
-                receiver.clone(),
-                store.pool.clone(),
-                stats.clone(),
-                shutdown.clone(),
-            )));
+            tasks.push(spawn_supervised(
+                "notify",
+                &self.panics,
+                crate::notify::run(
+                    receiver.clone(),
+                    store.pool.clone(),
+                    stats.clone(),
+                    shutdown.clone(),
+                ),
+            ));
         }
         if !self.receivers.is_empty() {
             let names: Vec<&str> = self.receivers.iter().map(|r| r.name.as_str()).collect();
             info!(receivers = %names.join(", "), "Sending alert notifications.");
         }
-        tasks.push(tokio::spawn(crate::notify::cleanup::run(
-            store.pool.clone(),
-            self.receivers.iter().map(|r| r.name.clone()).collect(),
-            shutdown.clone(),
-        )));
+        tasks.push(spawn_supervised(
+            "notify",
+            &self.panics,
+            crate::notify::cleanup::run(
+                store.pool.clone(),
+                self.receivers.iter().map(|r| r.name.clone()).collect(),
+                shutdown.clone(),
+            ),
+        ));
         tasks
     }
 

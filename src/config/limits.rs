@@ -52,6 +52,8 @@ pub const MAX_CONNECTIONS: Limits<u64> = numbers("server.max_connections", 1, 10
 /// `server.request_timeout`.
 pub const REQUEST_TIMEOUT: Limits<Duration> =
     durations("server.request_timeout", ms(100), secs(10 * MINUTE));
+/// `server.idle_timeout`: idle connections hold file descriptors.
+pub const IDLE_TIMEOUT: Limits<Duration> = durations("server.idle_timeout", ms(100), secs(HOUR));
 /// `sampler.interval`: the fast tier.
 pub const SAMPLER_INTERVAL: Limits<Duration> =
     durations("sampler.interval", ms(100), secs(10 * MINUTE));
@@ -122,6 +124,7 @@ pub const STALE_AGE: Limits<Duration> = durations("stale(...)", ms(1), secs(30 *
 /// Every duration setting, for the README check.
 pub const DURATIONS: &[Limits<Duration>] = &[
     REQUEST_TIMEOUT,
+    IDLE_TIMEOUT,
     SAMPLER_INTERVAL,
     SLOW_INTERVAL,
     PROCESS_INTERVAL,

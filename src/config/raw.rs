@@ -137,6 +137,8 @@ pub struct RawServer {
     pub max_connections: Option<Spanned<i64>>,
     /// Request time limit.
     pub request_timeout: Option<Spanned<String>>,
+    /// Longest wait for a complete request head (keep-alive idle time included).
+    pub idle_timeout: Option<Spanned<String>>,
     /// The URL users reach the agent at (links in notifications).
     pub external_url: Option<Spanned<String>>,
     /// Web configuration file (TLS, basic auth).

@@ -15,10 +15,16 @@ use super::{Position, Validator, DEFAULT_LISTEN};
 pub struct ServerConfig {
     /// Address and port /metrics listens on.
     pub listen: SocketAddr,
-    /// Requests served at once; more wait for a slot.
+    /// Connections served at once; more wait for a slot (the longest-idle
+    /// one is closed to make room).
     pub max_connections: usize,
-    /// Longest a request may take, headers included.
+    /// Longest a request may take once its head is read (also the longest
+    /// wait for a connection slot and for a TLS handshake).
     pub request_timeout: Duration,
+    /// Longest a connection may take to send a complete request head, from
+    /// its opening or its previous response: keep-alive idle time and slow
+    /// headers alike.
+    pub idle_timeout: Duration,
     /// Web configuration file (exporter-toolkit format: TLS, basic auth),
     /// as written; `--web-config` overrides it.
     pub web_config: Option<PathBuf>,
@@ -58,6 +64,12 @@ impl Validator<'_> {
             server.request_timeout.as_ref(),
             Duration::from_secs(10),
             &limits::REQUEST_TIMEOUT,
+        );
+        let idle_timeout = self.duration(
+            "server.idle_timeout",
+            server.idle_timeout.as_ref(),
+            Duration::from_secs(5),
+            &limits::IDLE_TIMEOUT,
         );
         let external_url = server.external_url.as_ref().and_then(|u| {
             let field = "server.external_url";
@@ -102,6 +114,7 @@ impl Validator<'_> {
             listen,
             max_connections: usize::try_from(max_connections).unwrap_or(64),
             request_timeout,
+            idle_timeout,
             web_config: server.web_config.map(|path| path.into_inner()),
             web_config_at,
             metrics_compat,

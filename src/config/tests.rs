@@ -386,3 +386,28 @@ fn command_lines_are_off_unless_switched_on() {
         "{text}"
     );
 }
+
+#[test]
+fn idle_timeout_has_a_default_and_a_range() {
+    let config = Config::parse("", "empty.toml").expect("valid");
+    assert_eq!(config.server.idle_timeout, Duration::from_secs(5));
+    let config = Config::parse("[server]\nidle_timeout = \"30s\"\n", "ok.toml").expect("valid");
+    assert_eq!(config.server.idle_timeout, Duration::from_secs(30));
+    for (value, why) in [
+        ("\"50ms\"", "too short"),
+        ("\"2h\"", "too long"),
+        ("\"soon\"", "not a duration"),
+    ] {
+        let source = format!("[server]\nidle_timeout = {value}\n");
+        let Err(ConfigError::Invalid(problems)) = Config::parse(&source, "bad.toml") else {
+            panic!("{value} accepted");
+        };
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let text = problems[0].to_string();
+        assert!(
+            text.starts_with("bad.toml:2:16: server.idle_timeout: "),
+            "{text}"
+        );
+        assert!(text.contains(why), "{text}");
+    }
+}

@@ -2,37 +2,41 @@
 //! /api/v1/ and the built-in web view at / ([`web`]).
 //!
 //! `serve(listener, ..., shutdown)`: the caller binds the socket and owns
-//! shutdown, so tests bind 127.0.0.1:0 and talk real TCP. Connections are
-//! bounded by a semaphore, headers by size and time, and every request by a
-//! timeout. A scrape renders the latest snapshot; it never waits on NVML.
+//! shutdown, so tests bind 127.0.0.1:0 and talk real TCP. Connections hold
+//! one of a bounded number of slots, and idle ones make room for new ones
+//! ([`slots`]); request heads are bounded by size and time, every request
+//! by a timeout, and a panicking handler answers 500 and is counted
+//! ([`crate::panics`]). A scrape renders the latest snapshot; it never
+//! waits on NVML. Writes to the silences need a loopback peer or basic
+//! auth ([`access`]).
 //!
 //! With a web configuration ([`webconfig`], `--web-config`) the same server
 //! speaks TLS and asks for basic auth on every path: [`serve_secured`].
 
+mod access;
 mod alerts_api;
 pub mod auth;
+mod connection;
 mod gpus;
 mod history_api;
+pub mod pending;
 mod routes;
+pub mod slots;
 pub mod tls;
 pub mod tls_reload;
 pub mod web;
 pub mod webconfig;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
-use tracing::{debug, warn};
+use tokio::task::JoinSet;
+use tracing::{debug, error, warn};
 
 use crate::exporter::Exporter;
+use crate::panics::Panics;
 use crate::sampler::{Progress, SnapshotReceiver};
 
 pub use routes::Readiness;
@@ -57,6 +61,8 @@ pub struct HttpState {
     /// The silences, when history is on (they are stored there, so they
     /// arrive when the database opens).
     pub silences: Option<crate::history::attach::Slot<crate::alerting::Silences>>,
+    /// Where handler panics are counted (`subsystem="http"`).
+    pub panics: Arc<Panics>,
 }
 
 /// What the history endpoints read.
@@ -71,14 +77,23 @@ pub struct HistoryApi {
 /// Limits of the server.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerLimits {
-    /// Connections served at once.
+    /// Connections holding a slot at once.
     pub max_connections: usize,
-    /// Per-request time limit, header reading included.
+    /// Per-request time limit (handler, basic auth, request body), also the
+    /// longest wait for a slot and for a TLS handshake.
     pub request_timeout: Duration,
+    /// Longest a connection may take to send a complete request head, from
+    /// its opening or from its previous response: bounds keep-alive idle
+    /// time and slowly trickled heads alike.
+    pub idle_timeout: Duration,
 }
 
 /// Largest request head accepted (request line + headers).
 const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// Connections that may wait for a slot, per slot; past that a newcomer is
+/// refused at once (503) instead of queueing without bound.
+const WAITING_PER_SLOT: usize = 4;
 
 /// Serves until `shutdown` turns true, then lets open requests finish (for at
 /// most the request timeout).
@@ -103,6 +118,14 @@ pub async fn serve(
 /// within the request timeout; one that fails is logged at debug level.
 /// With TLS, the certificate files are watched while it serves
 /// ([`tls_reload`]).
+///
+/// Every connection is accepted at once. Once it has sent its first bytes
+/// (at most [`WAITING_PER_SLOT`] × `max_connections` wait for them,
+/// [`pending`]) it is admitted to one of `max_connections` slots
+/// ([`slots`]): idle connections make room for new ones, busy keep-alive
+/// ones give way after a response, and at most [`WAITING_PER_SLOT`] ×
+/// `max_connections` wait (at most the request timeout) before being
+/// refused with 503.
 pub async fn serve_secured(
     listener: TcpListener,
     state: Arc<HttpState>,
@@ -111,18 +134,23 @@ pub async fn serve_secured(
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     if let Some(reloader) = &security.tls {
-        tokio::spawn(reloader.clone().watch(shutdown.clone()));
+        tokio::spawn(crate::panics::supervise(
+            "http",
+            state.panics.clone(),
+            reloader.clone().watch(shutdown.clone()),
+        ));
     }
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
+    let slots_count = limits.max_connections.max(1);
+    let shared = Arc::new(connection::Shared {
+        state: state.clone(),
+        security,
+        limits,
+        pending: pending::Pending::new(slots_count * WAITING_PER_SLOT),
+        slots: slots::Slots::new(slots_count, slots_count * WAITING_PER_SLOT),
+        refusals: Arc::new(Semaphore::new(slots_count)),
+    });
+    let mut connections = JoinSet::new();
     loop {
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            _ = shutdown.changed() => break,
-        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -133,6 +161,10 @@ pub async fn serve_secured(
                     continue;
                 }
             },
+            Some(ended) = connections.join_next() => {
+                count_panic(&state.panics, ended);
+                continue;
+            }
             _ = shutdown.changed() => break,
         };
         // Responses go out in one or two writes; don't let Nagle hold the
@@ -140,97 +172,37 @@ pub async fn serve_secured(
         if let Err(error) = stream.set_nodelay(true) {
             debug!(error = %error, "Cannot set TCP_NODELAY.");
         }
-        let state = state.clone();
-        let security = security.clone();
-        let watcher = graceful.watcher();
-        let timeout = limits.request_timeout;
-        tokio::spawn(async move {
-            match &security.tls {
-                None => {
-                    serve_connection(stream, peer, state, security.clone(), timeout, watcher).await
-                }
-                Some(reloader) => {
-                    // The newest good certificate; this connection keeps it
-                    // even if the files change meanwhile.
-                    let acceptor = reloader.current();
-                    match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => {
-                            serve_connection(
-                                stream,
-                                peer,
-                                state,
-                                security.clone(),
-                                timeout,
-                                watcher,
-                            )
-                            .await
-                        }
-                        Ok(Err(error)) => {
-                            debug!(peer = %peer, error = %error, "TLS handshake failed.");
-                        }
-                        Err(_) => {
-                            debug!(peer = %peer, "TLS handshake timed out.");
-                        }
-                    }
-                }
-            }
-            drop(permit);
-        });
+        connections.spawn(connection::run(
+            stream,
+            peer,
+            shared.clone(),
+            shutdown.clone(),
+        ));
     }
     drop(listener);
-    tokio::select! {
-        _ = graceful.shutdown() => {}
-        _ = tokio::time::sleep(limits.request_timeout) => {
-            warn!("Some connections were still open at shutdown; closing them.");
+    let drained = tokio::time::timeout(limits.request_timeout, async {
+        while let Some(ended) = connections.join_next().await {
+            count_panic(&state.panics, ended);
         }
+    })
+    .await;
+    if drained.is_err() {
+        warn!("Some connections were still open at shutdown; closing them.");
+        connections.abort_all();
     }
     Ok(())
 }
 
-async fn serve_connection<S>(
-    stream: S,
-    peer: std::net::SocketAddr,
-    state: Arc<HttpState>,
-    security: Arc<WebSecurity>,
-    timeout: Duration,
-    watcher: Watcher,
-) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let service = service_fn(move |request| {
-        let state = state.clone();
-        let security = security.clone();
-        async move {
-            let handled = async {
-                if let Some(auth) = &security.auth {
-                    let given = request.headers().get(hyper::header::AUTHORIZATION);
-                    if !auth.check(given).await {
-                        debug!(peer = %peer, path = request.uri().path(), "Basic auth failed or missing.");
-                        return routes::unauthorized();
-                    }
-                }
-                routes::handle(&state, request).await
-            };
-            let mut response = match tokio::time::timeout(timeout, handled).await {
-                Ok(response) => response,
-                Err(_) => routes::text(
-                    hyper::StatusCode::SERVICE_UNAVAILABLE,
-                    "request timed out\n",
-                ),
-            };
-            for (name, value) in &security.headers {
-                response.headers_mut().insert(name.clone(), value.clone());
-            }
-            Ok::<_, Infallible>(response)
+/// A connection task that panicked outside its request handlers (which
+/// catch their own) is counted and logged too.
+fn count_panic(panics: &Panics, ended: Result<(), tokio::task::JoinError>) {
+    if let Err(error) = ended {
+        if error.is_panic() {
+            panics.record("http");
+            error!(
+                panic = crate::panics::message(&*error.into_panic()),
+                "A connection task panicked; the connection was closed. This is a bug, please report it."
+            );
         }
-    });
-    let connection = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(timeout)
-        .max_buf_size(MAX_HEAD_BYTES)
-        .keep_alive(true)
-        .serve_connection(TokioIo::new(stream), service);
-    if let Err(error) = watcher.watch(connection).await {
-        debug!(peer = %peer, error = %error, "Connection ended with an error.");
     }
 }

@@ -14,15 +14,24 @@ use tracing::error;
 use crate::exporter::self_metrics::snapshot_age;
 use crate::exporter::Format;
 
+use super::access::{self, Client};
 use super::{alerts_api, gpus, history_api, web, HttpState};
 
 /// Response type of every handler.
 pub type HttpResponse = Response<Full<Bytes>>;
 
-/// Routes one request.
-pub async fn handle(state: &HttpState, request: Request<Incoming>) -> HttpResponse {
+/// Routes one request from `client`.
+pub async fn handle(
+    state: &HttpState,
+    request: Request<Incoming>,
+    client: &Client,
+) -> HttpResponse {
     let path = request.uri().path();
     if path == "/api/v1/silences" || path.starts_with("/api/v1/silences/") {
+        if access::is_write(request.method()) && !access::may_change_alerting(client) {
+            tracing::warn!(peer = %client.peer, method = %request.method(), path, "Refused a change of silences from a non-loopback address without basic auth.");
+            return access::forbidden(client);
+        }
         return alerts_api::silences(state, request).await;
     }
     let request = &request;

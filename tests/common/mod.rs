@@ -51,12 +51,17 @@ impl Agent {
     /// Starts `gpuwatch run --simulate SCENARIO --listen 127.0.0.1:0` with
     /// extra arguments and environment, and waits until it listens.
     pub fn start(scenario: &str, args: &[&str], env: &[(&str, &str)]) -> Agent {
+        Agent::start_on("127.0.0.1:0", scenario, args, env)
+    }
+
+    /// [`Agent::start`] on another loopback address, e.g. `[::1]:0`.
+    pub fn start_on(listen: &str, scenario: &str, args: &[&str], env: &[(&str, &str)]) -> Agent {
         // Every agent records its history into its own temporary file.
         let data = tempfile::tempdir().expect("temp dir");
         let history = data.path().join("history.db");
         let mut command = Command::new(binary());
         command
-            .args(["run", "--simulate", scenario, "--listen", "127.0.0.1:0"])
+            .args(["run", "--simulate", scenario, "--listen", listen])
             .args(args);
         if !args
             .iter()
