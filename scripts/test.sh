@@ -17,7 +17,8 @@
 # which build and run the container image and the DaemonSet's pod
 # (tests/container.rs), and with `dpkg-dev` (dpkg-shlibdeps), `binutils`
 # (strip) and cargo-deb (crates.io) build and install the Debian package
-# (tests/debian_package.rs).
+# (tests/debian_package.rs); Debian's `sqlite3`, which checks the history
+# database's integrity independently of gpuwatch (tests/history.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,7 @@ command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-venv)
 for tool in podman runc catatonit mmdebstrap; do
   command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
+command -v sqlite3 >/dev/null 2>&1 || need_apt+=(sqlite3)
 command -v dpkg-shlibdeps >/dev/null 2>&1 || need_apt+=(dpkg-dev)
 command -v strip >/dev/null 2>&1 || need_apt+=(binutils)
 if [ ${#need_apt[@]} -gt 0 ]; then

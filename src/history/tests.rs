@@ -409,11 +409,14 @@ async fn a_read_only_database_loses_nothing_and_writing_resumes() {
             .await
             .expect("send");
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    // Generous: on a loaded 2-core machine the 50 ms commits can lag far.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while stats.write_errors.load(Ordering::Relaxed) < 2 {
         assert!(
             std::time::Instant::now() < deadline,
-            "commits should fail while read-only"
+            "commits should fail while read-only: {} failed, {} rows written",
+            stats.write_errors.load(Ordering::Relaxed),
+            stats.rows_written.load(Ordering::Relaxed),
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
