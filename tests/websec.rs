@@ -593,15 +593,13 @@ fn a_stalled_handshake_gives_way_and_is_closed() {
     std::thread::sleep(Duration::from_millis(100));
     scrape();
     closed_by_server(stalled, "a stalled handshake");
-    let log = agent.log();
-    assert!(log.contains("in its TLS handshake to make room"), "{log}");
+    agent.wait_for_log("in its TLS handshake to make room", Duration::from_secs(10));
 
     // Without a newcomer it is closed after server.request_timeout.
     let mut stalled = connect();
     stalled.write_all(&[0x16, 0x03, 0x01]).expect("send");
     closed_by_server(stalled, "a stalled handshake");
-    let log = agent.log();
-    assert!(log.contains("TLS handshake timed out"), "{log}");
+    agent.wait_for_log("TLS handshake timed out", Duration::from_secs(10));
 }
 
 // ---- Certificate renewal without a restart ----

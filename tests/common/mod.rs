@@ -254,6 +254,24 @@ impl Agent {
         self.log.lock().expect("log lock").clone()
     }
 
+    /// Waits until the agent has logged `needle` (a line can reach the log
+    /// a moment after what it reports happened); panics with the log after
+    /// `timeout`.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let log = self.log();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the agent did not log {needle:?} within {timeout:?}:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
