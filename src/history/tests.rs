@@ -635,3 +635,38 @@ async fn one_commit_writes_many_rows_of_each_kind_and_merges_rollups() {
         )
     );
 }
+
+#[tokio::test]
+async fn an_open_database_gets_every_snapshot_already_queued() {
+    // The writer starting late (a loaded machine, a short run) finds the
+    // database open and snapshots queued at once: none may be given up.
+    for round in 0..20 {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open_for_writing(&dir.path().join("late.db"), Durability::Normal)
+            .await
+            .expect("open");
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        for s in 0..8 {
+            tx.send(snapshot(1_700_000_000 + s, 40.0))
+                .await
+                .expect("queue");
+        }
+        drop(tx);
+        let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+        let stats = Arc::new(HistoryStats::new(Arc::new(AtomicU64::new(0))));
+        writer::run_when_open(
+            super::attach::Slot::ready(store.clone()),
+            rx,
+            settings(),
+            stats.clone(),
+            stop_rx,
+        )
+        .await;
+        assert_eq!(
+            stats.samples_discarded.load(Ordering::Relaxed),
+            0,
+            "round {round}: snapshots given up though the database was open"
+        );
+        assert_eq!(count(&store, "sample").await, 8, "round {round}");
+    }
+}

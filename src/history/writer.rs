@@ -51,6 +51,9 @@ pub async fn run_when_open(
 ) {
     let store = loop {
         tokio::select! {
+            // The store first: a snapshot is given up only while the
+            // database is really unavailable, never because both were ready.
+            biased;
             store = store.wait() => match store {
                 Some(store) => break store,
                 None => return,
