@@ -104,7 +104,8 @@ pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Resu
     for gpu in &snapshot.gpus {
         f.add(snapshot, gpu);
     }
-    f.encode(encoder)
+    f.encode(encoder)?;
+    super::nvidia_smi_extra::encode(snapshot, encoder)
 }
 
 impl<'a> Families<'a> {
