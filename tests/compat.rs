@@ -179,6 +179,18 @@ fn dcgm_and_nvidia_smi_names_carry_the_scenario_in_their_units() {
         smi("nvidia_smi_clocks_max_memory_clock_hz", &u1),
         Some(9751e6)
     );
+    assert_eq!(
+        smi("nvidia_smi_clocks_current_graphics_clock_hz", &u1),
+        Some(2100e6)
+    );
+    assert_eq!(
+        smi("nvidia_smi_clocks_current_video_clock_hz", &u1),
+        Some(1755e6)
+    );
+    assert_eq!(
+        smi("nvidia_smi_clocks_max_graphics_clock_hz", &u0),
+        Some(1410e6)
+    );
     assert_eq!(smi("nvidia_smi_fan_speed_ratio", &u1), Some(0.45));
     assert_eq!(smi("nvidia_smi_fan_speed_ratio", &u0), None);
     assert_eq!(smi("nvidia_smi_pstate", &u1), Some(2.0));

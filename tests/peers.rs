@@ -31,15 +31,11 @@ const DCGM: &str = "dcgm-exporter-dashboard.json";
 /// Panels known to stay empty on gpuwatch: (dashboard, panel title, why).
 const EMPTY_PANELS: &[(&str, &str, &str)] = &[
     (NGE, "Recovery Action", "gpuwatch does not read NVML's GPU recovery action"),
-    (NGE, "GPU Clock", "gpuwatch does not sample the graphics clock"),
-    (NGE, "Graphics Clock Speed", "gpuwatch does not sample the graphics clock"),
-    (NGE, "Video Clock Speed", "gpuwatch does not sample the video clock"),
     (NGE, "Fabric State", "gpuwatch does not read the NVLink fabric state"),
     (NGE, "PCIe Throughput", "gpuwatch does not sample PCIe throughput"),
     (NGE, "MIG SM Activity", "gpuwatch reads no per-MIG-instance GPM activity"),
     (NGE, "MIG Tensor Activity", "gpuwatch reads no per-MIG-instance GPM activity"),
     (NGE_OVERVIEW, "Recovery Action (history)", "gpuwatch does not read NVML's GPU recovery action"),
-    (NGE_OVERVIEW, "Graphics Clock", "gpuwatch does not sample the graphics clock"),
     (NGE_OVERVIEW, "PCIe TX", "gpuwatch does not sample PCIe throughput"),
     (NGE_OVERVIEW, "PCIe RX", "gpuwatch does not sample PCIe throughput"),
     (NGE_OVERVIEW, "MIG SM Activity", "gpuwatch reads no per-MIG-instance GPM activity"),
