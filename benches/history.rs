@@ -114,6 +114,8 @@ impl Node {
                         energy_joules: Some(self.energy[g].round()),
                         sm_clock_hertz: Some(if util > 90.0 { 1830e6 } else { 1980e6 }),
                         memory_clock_hertz: Some(2619e6),
+                        graphics_clock_hertz: Some(if util > 90.0 { 1830e6 } else { 1980e6 }),
+                        video_clock_hertz: Some(1755e6),
                         clock_event_reasons: Some(if util > 90.0 { 0x4 } else { 0 }),
                         clock_event_seconds: BTreeMap::new(),
                     },

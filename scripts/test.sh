@@ -2,7 +2,8 @@
 # Runs every test of the workspace. Installs what the tests need first:
 # promtool and the Prometheus server (Debian's `prometheus` package), used to
 # lint /metrics, to check and unit-test deploy/prometheus and to evaluate the
-# Grafana dashboards' queries; systemd-analyze (Debian's `systemd`), which
+# queries of the Grafana dashboards and of the peers' dashboards
+# (tests/peers.rs); systemd-analyze (Debian's `systemd`), which
 # verifies deploy/systemd; Alertmanager (Debian's `prometheus-alertmanager`),
 # which the Alertmanager receiver tests push alerts to; Debian's
 # `python3-aiosmtpd` (for /usr/bin/python3), the real SMTP server of the

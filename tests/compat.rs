@@ -179,6 +179,18 @@ fn dcgm_and_nvidia_smi_names_carry_the_scenario_in_their_units() {
         smi("nvidia_smi_clocks_max_memory_clock_hz", &u1),
         Some(9751e6)
     );
+    assert_eq!(
+        smi("nvidia_smi_clocks_current_graphics_clock_hz", &u1),
+        Some(2100e6)
+    );
+    assert_eq!(
+        smi("nvidia_smi_clocks_current_video_clock_hz", &u1),
+        Some(1755e6)
+    );
+    assert_eq!(
+        smi("nvidia_smi_clocks_max_graphics_clock_hz", &u0),
+        Some(1410e6)
+    );
     assert_eq!(smi("nvidia_smi_fan_speed_ratio", &u1), Some(0.45));
     assert_eq!(smi("nvidia_smi_fan_speed_ratio", &u0), None);
     assert_eq!(smi("nvidia_smi_pstate", &u1), Some(2.0));
@@ -202,6 +214,36 @@ fn dcgm_and_nvidia_smi_names_carry_the_scenario_in_their_units() {
     assert_eq!(info[0].labels["name"], "NVIDIA GeForce RTX 3090");
     assert_eq!(info[0].labels["driver_version"], "550.54.15");
     assert_eq!(info[0].labels["index"], "1");
+    // The families nvidia_gpu_exporter adds beside the query fields.
+    assert_eq!(smi("nvidia_smi_index", &u1), Some(1.0));
+    assert_eq!(smi("nvidia_smi_energy_joules_total", &u0), Some(2500.0));
+    let python = [("uuid", u0[0].1), ("pid", "4242")];
+    assert_eq!(
+        smi("nvidia_smi_compute_app_used_memory_bytes", &python),
+        Some(10240.0 * MIB)
+    );
+    assert_eq!(smi("nvidia_smi_compute_app_info", &python), Some(1.0));
+    assert_eq!(smi("nvidia_smi_compute_apps", &u0), Some(2.0));
+    assert_eq!(smi("nvidia_smi_compute_apps", &u1), Some(0.0));
+    assert_eq!(
+        smi("nvidia_smi_compute_apps_last_collect_success", &[]),
+        Some(1.0)
+    );
+    assert_eq!(
+        smi(
+            "nvidia_smi_xid_errors_total",
+            &[("uuid", u0[0].1), ("xid", "13")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        smi(
+            "nvidia_smi_mig_memory_used_bytes",
+            &[("uuid", u0[0].1), ("gpu_instance_id", "2")]
+        ),
+        Some(4096.0 * MIB)
+    );
+    assert_eq!(m.find("nvidia_smi_mig_info", &u0).len(), 2);
 
     // gpuwatch's own families are all still there.
     for name in [
@@ -318,7 +360,7 @@ fn check_readme_tables(m: &Metrics) {
             let labels: BTreeSet<String> = labels
                 .split(',')
                 .map(|l| l.trim().to_string())
-                .filter(|l| !l.is_empty())
+                .filter(|l| !l.is_empty() && l != "–")
                 .collect();
             assert!(
                 documented.insert(name.clone(), (kind, labels)).is_none(),

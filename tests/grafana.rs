@@ -11,6 +11,7 @@
 mod common;
 
 use common::kubelet::FakeKubelet;
+use common::promql::Prometheus;
 use common::{fixture, Agent, Metrics};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,111 +34,6 @@ const PANEL_TYPES: &[&str] = &[
     "table",
     "state-timeline",
 ];
-
-/// A Prometheus server in a temporary directory; killed when dropped.
-struct Prometheus {
-    server: common::PrometheusServer,
-    url: String,
-    http: ureq::Agent,
-}
-
-impl Prometheus {
-    /// Starts Prometheus scraping `targets` (host:port) every second as job
-    /// `gpuwatch`, and waits until it answers /-/ready.
-    fn start(targets: &[&str]) -> Prometheus {
-        let target_list = targets
-            .iter()
-            .map(|t| format!("'{t}'"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        // The bundled alert rules, so the fleet dashboard's alert panels
-        // have ALERTS to show.
-        let rules = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/deploy/prometheus/gpuwatch-rules.yml"
-        );
-        let config = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-             rule_files:\n  - '{rules}'\n\
-             scrape_configs:\n  - job_name: gpuwatch\n    scrape_interval: 1s\n    scrape_timeout: 1s\n    \
-             static_configs:\n      - targets: [{target_list}]\n"
-        );
-        let server = common::PrometheusServer::start(&config);
-        let http = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
-            .build()
-            .new_agent();
-        let server = Prometheus {
-            url: server.url.clone(),
-            server,
-            http,
-        };
-        server.poll("Prometheus ready", Duration::from_secs(40), || {
-            server.get("/-/ready", &[]).map(|(status, _)| status == 200)
-        });
-        server
-    }
-
-    /// GET `path` with query parameters: (status, body).
-    fn get(&self, path: &str, params: &[(&str, &str)]) -> Result<(u16, String), String> {
-        let mut request = self.http.get(&format!("{}{path}", self.url));
-        for (key, value) in params {
-            request = request.query(*key, *value);
-        }
-        let mut response = request.call().map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
-        let body = response
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| e.to_string())?;
-        Ok((status, body))
-    }
-
-    /// An API call: the `data` of a successful answer, or why not.
-    fn api(&self, path: &str, params: &[(&str, &str)]) -> Result<Value, String> {
-        let (status, body) = self.get(path, params)?;
-        let json: Value = serde_json::from_str(&body)
-            .map_err(|e| format!("HTTP {status}, not JSON ({e}): {body}"))?;
-        if json["status"] != "success" {
-            return Err(format!("HTTP {status}: {body}"));
-        }
-        Ok(json["data"].clone())
-    }
-
-    /// An instant query: how many results it returned.
-    fn query(&self, expr: &str) -> Result<usize, String> {
-        let data = self.api("/api/v1/query", &[("query", expr)])?;
-        match data["resultType"].as_str() {
-            Some("vector") | Some("matrix") => Ok(data["result"].as_array().map_or(0, Vec::len)),
-            Some("scalar") | Some("string") => Ok(1),
-            other => Err(format!("unexpected resultType {other:?}: {data}")),
-        }
-    }
-
-    /// Polls `check` until it returns Ok(true); panics with the log after `timeout`.
-    fn poll(&self, what: &str, timeout: Duration, check: impl Fn() -> Result<bool, String>) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let last = match check() {
-                Ok(true) => return,
-                Ok(false) => "not yet".to_string(),
-                Err(e) => e,
-            };
-            if Instant::now() > deadline {
-                panic!(
-                    "timed out after {timeout:?} waiting for {what} (last: {last})\nPrometheus log:\n{}",
-                    self.log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-
-    fn log(&self) -> String {
-        self.server.log()
-    }
-}
 
 fn dashboards_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("grafana/dashboards")
@@ -543,7 +439,13 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
         problems.join("\n")
     );
 
-    let server = Prometheus::start(&[&h100_instance, &golden_instance]);
+    // The bundled alert rules, so the fleet dashboard's alert panels have
+    // ALERTS to show.
+    let rules = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/prometheus/gpuwatch-rules.yml"
+    );
+    let server = Prometheus::start(&[&h100_instance, &golden_instance], Some(rules));
     // Enough scrapes of both nodes for rate() over $__rate_interval.
     server.poll(
         "both targets up with 5 scrapes each",

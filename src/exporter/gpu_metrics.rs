@@ -172,11 +172,19 @@ impl<'a> Families<'a> {
             .push_some(with(id(), "clock", "sm"), r.sm_clock_hertz);
         self.clock
             .push_some(with(id(), "clock", "memory"), r.memory_clock_hertz);
+        self.clock
+            .push_some(with(id(), "clock", "graphics"), r.graphics_clock_hertz);
+        self.clock
+            .push_some(with(id(), "clock", "video"), r.video_clock_hertz);
         self.clock_max
             .push_some(with(id(), "clock", "sm"), identity.max_sm_clock_hertz);
         self.clock_max.push_some(
             with(id(), "clock", "memory"),
             identity.max_memory_clock_hertz,
+        );
+        self.clock_max.push_some(
+            with(id(), "clock", "graphics"),
+            identity.max_graphics_clock_hertz,
         );
         if let Some(mask) = r.clock_event_reasons {
             for reason in CLOCK_EVENT_REASONS {

@@ -335,6 +335,16 @@ impl GpuDevice<'_> {
                 d.clock_info(Clock::Memory)
             })
             .map(|mhz| f64::from(mhz) * MHZ);
+        r.graphics_clock_hertz = tally
+            .call(FieldGroup::Clocks, "nvmlDeviceGetClockInfo", || {
+                d.clock_info(Clock::Graphics)
+            })
+            .map(|mhz| f64::from(mhz) * MHZ);
+        r.video_clock_hertz = tally
+            .call(FieldGroup::Clocks, "nvmlDeviceGetClockInfo", || {
+                d.clock_info(Clock::Video)
+            })
+            .map(|mhz| f64::from(mhz) * MHZ);
         r.clock_event_reasons = tally.call(
             FieldGroup::Clocks,
             "nvmlDeviceGetCurrentClocksThrottleReasons",
@@ -437,6 +447,11 @@ impl GpuDevice<'_> {
             max_memory_clock_hertz: tally
                 .call(id, "nvmlDeviceGetMaxClockInfo", || {
                     d.max_clock_info(Clock::Memory)
+                })
+                .map(|mhz| f64::from(mhz) * MHZ),
+            max_graphics_clock_hertz: tally
+                .call(id, "nvmlDeviceGetMaxClockInfo", || {
+                    d.max_clock_info(Clock::Graphics)
                 })
                 .map(|mhz| f64::from(mhz) * MHZ),
             pcie_max_link_gen: tally.call(

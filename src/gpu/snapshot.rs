@@ -129,6 +129,8 @@ pub struct GpuIdentity {
     pub max_sm_clock_hertz: Option<f64>,
     /// Maximum memory clock, Hz.
     pub max_memory_clock_hertz: Option<f64>,
+    /// Maximum graphics clock, Hz.
+    pub max_graphics_clock_hertz: Option<f64>,
     /// Maximum PCIe link generation.
     pub pcie_max_link_gen: Option<u32>,
     /// Maximum PCIe link width (lanes).
@@ -169,6 +171,10 @@ pub struct FastReadings {
     pub sm_clock_hertz: Option<f64>,
     /// Memory clock, Hz.
     pub memory_clock_hertz: Option<f64>,
+    /// Graphics clock, Hz.
+    pub graphics_clock_hertz: Option<f64>,
+    /// Video (encoder/decoder) clock, Hz.
+    pub video_clock_hertz: Option<f64>,
     /// Active clock-event reasons, as NVML's bit mask.
     pub clock_event_reasons: Option<u64>,
     /// Cumulative time spent in each reason that NVML keeps a counter for,
@@ -467,6 +473,9 @@ impl GpuIdentity {
                 .or(self.temperature_memory_max_celsius),
             max_sm_clock_hertz: newer.max_sm_clock_hertz.or(self.max_sm_clock_hertz),
             max_memory_clock_hertz: newer.max_memory_clock_hertz.or(self.max_memory_clock_hertz),
+            max_graphics_clock_hertz: newer
+                .max_graphics_clock_hertz
+                .or(self.max_graphics_clock_hertz),
             pcie_max_link_gen: newer.pcie_max_link_gen.or(self.pcie_max_link_gen),
             pcie_max_link_width: newer.pcie_max_link_width.or(self.pcie_max_link_width),
         }

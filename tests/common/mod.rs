@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 pub mod alertmanager;
 pub mod kubelet;
+pub mod promql;
 
 /// The gpuwatch binary cargo built for these tests.
 pub fn binary() -> PathBuf {

@@ -12,6 +12,7 @@
 
 pub mod dcgm;
 pub mod nvidia_smi;
+pub mod nvidia_smi_extra;
 
 use std::fmt;
 

@@ -71,6 +71,9 @@ smi_families! {
     mem_clock: ("nvidia_smi_clocks_current_memory_clock_hz", "clocks.current.memory [MHz]"),
     max_sm_clock: ("nvidia_smi_clocks_max_sm_clock_hz", "clocks.max.sm [MHz]"),
     max_mem_clock: ("nvidia_smi_clocks_max_memory_clock_hz", "clocks.max.memory [MHz]"),
+    graphics_clock: ("nvidia_smi_clocks_current_graphics_clock_hz", "clocks.current.graphics [MHz]"),
+    video_clock: ("nvidia_smi_clocks_current_video_clock_hz", "clocks.current.video [MHz]"),
+    max_graphics_clock: ("nvidia_smi_clocks_max_graphics_clock_hz", "clocks.max.graphics [MHz]"),
     reasons_active: ("nvidia_smi_clocks_event_reasons_active", "clocks_event_reasons.active"),
     reason_gpu_idle: ("nvidia_smi_clocks_event_reasons_gpu_idle", "clocks_event_reasons.gpu_idle"),
     reason_app: ("nvidia_smi_clocks_event_reasons_applications_clocks_setting", "clocks_event_reasons.applications_clocks_setting"),
@@ -104,7 +107,8 @@ pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Resu
     for gpu in &snapshot.gpus {
         f.add(snapshot, gpu);
     }
-    f.encode(encoder)
+    f.encode(encoder)?;
+    super::nvidia_smi_extra::encode(snapshot, encoder)
 }
 
 impl<'a> Families<'a> {
@@ -135,6 +139,10 @@ impl<'a> Families<'a> {
         self.power_draw.push_some(id(), r.power_watts);
         self.sm_clock.push_some(id(), r.sm_clock_hertz);
         self.mem_clock.push_some(id(), r.memory_clock_hertz);
+        self.graphics_clock.push_some(id(), r.graphics_clock_hertz);
+        self.video_clock.push_some(id(), r.video_clock_hertz);
+        self.max_graphics_clock
+            .push_some(id(), identity.max_graphics_clock_hertz);
         self.max_sm_clock
             .push_some(id(), identity.max_sm_clock_hertz);
         self.max_mem_clock
