@@ -72,9 +72,14 @@ fn scrape_golden() -> Metrics {
     )
 }
 
-/// Families whose very series come and go with timing (which NVML calls a
-/// lost GPU has failed so far): their samples are left out entirely.
-const VOLATILE_SERIES: &[&str] = &["gpuwatch_nvml_errors_total"];
+/// Families whose very series come and go with timing: which NVML calls a
+/// lost GPU has failed so far; which history tiers have rows yet (a run
+/// that crosses a wall-clock minute commits a minute row, and the
+/// `tier="minute"` series appears). Their samples are left out entirely.
+const VOLATILE_SERIES: &[&str] = &[
+    "gpuwatch_nvml_errors_total",
+    "gpuwatch_history_oldest_sample_timestamp_seconds",
+];
 
 fn masked(text: &str) -> String {
     let mut out = String::new();
