@@ -108,7 +108,7 @@ impl<'d> NodeReader<'d> {
                 let at = self.slots.partition_point(|s| s.device.index() < index);
                 self.slots.insert(at, slot);
             }
-            Err(reason) => self.missing.push((index, reason)),
+            Err(no_handle) => self.missing.push((index, no_handle.reason.to_string())),
         }
     }
 

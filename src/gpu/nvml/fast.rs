@@ -1,0 +1,108 @@
+//! The fast tier: what changes every tick (utilization, memory, temperature,
+//! clocks, clock-event reasons, and one field-value batch for power, memory
+//! temperature, violation counters and — every [`ENERGY_EVERY`] — energy).
+
+use std::time::Instant;
+
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+
+use super::fields::{
+    id, ENERGY_EVERY, FAST_FIELD_IDS, FAST_FIELD_IDS_WITH_ENERGY, MHZ, VIOLATION_REASONS,
+};
+use super::{GpuDevice, Tally};
+use crate::gpu::snapshot::{FastReadings, FieldGroup, MemoryReading};
+
+impl GpuDevice<'_> {
+    /// Reads the fast tier.
+    pub fn read_fast(&mut self, tally: &mut Tally) -> FastReadings {
+        let d = &self.device;
+        let mut r = FastReadings::default();
+        if let Some(u) = tally.call(
+            FieldGroup::Utilization,
+            "nvmlDeviceGetUtilizationRates",
+            || d.utilization_rates(),
+        ) {
+            r.utilization_gpu_ratio = Some(f64::from(u.gpu) / 100.0);
+            r.utilization_memory_ratio = Some(f64::from(u.memory) / 100.0);
+        }
+        r.memory = tally
+            .call(FieldGroup::Memory, "nvmlDeviceGetMemoryInfo_v2", || {
+                d.memory_info()
+            })
+            .map(|m| MemoryReading {
+                total_bytes: m.total,
+                used_bytes: m.used,
+                free_bytes: m.free,
+                reserved_bytes: m.reserved,
+            });
+        r.temperature_gpu_celsius = tally
+            .call(FieldGroup::Thermal, "nvmlDeviceGetTemperature", || {
+                d.temperature(TemperatureSensor::Gpu)
+            })
+            .map(f64::from);
+        r.sm_clock_hertz = tally
+            .call(FieldGroup::Clocks, "nvmlDeviceGetClockInfo", || {
+                d.clock_info(Clock::SM)
+            })
+            .map(|mhz| f64::from(mhz) * MHZ);
+        r.memory_clock_hertz = tally
+            .call(FieldGroup::Clocks, "nvmlDeviceGetClockInfo", || {
+                d.clock_info(Clock::Memory)
+            })
+            .map(|mhz| f64::from(mhz) * MHZ);
+        r.graphics_clock_hertz = tally
+            .call(FieldGroup::Clocks, "nvmlDeviceGetClockInfo", || {
+                d.clock_info(Clock::Graphics)
+            })
+            .map(|mhz| f64::from(mhz) * MHZ);
+        r.video_clock_hertz = tally
+            .call(FieldGroup::Clocks, "nvmlDeviceGetClockInfo", || {
+                d.clock_info(Clock::Video)
+            })
+            .map(|mhz| f64::from(mhz) * MHZ);
+        r.clock_event_reasons = tally.call(
+            FieldGroup::Clocks,
+            "nvmlDeviceGetCurrentClocksThrottleReasons",
+            || d.current_throttle_reasons().map(|bits| bits.bits()),
+        );
+        self.read_fast_fields(tally, &mut r);
+        r
+    }
+
+    fn read_fast_fields(&mut self, tally: &mut Tally, r: &mut FastReadings) {
+        let now = Instant::now();
+        let energy_due = self
+            .energy
+            .is_none_or(|(read_at, _)| now.duration_since(read_at) >= ENERGY_EVERY);
+        let ids: &[u32] = if energy_due {
+            &FAST_FIELD_IDS_WITH_ENERGY
+        } else {
+            &FAST_FIELD_IDS
+        };
+        let values = self.field_values(FieldGroup::Power, ids, tally);
+        let power_mw = values.get(id::POWER_INSTANT);
+        match power_mw {
+            Some(mw) => r.power_watts = Some(mw / 1000.0),
+            None => self.power_from_fields = false,
+        }
+        r.temperature_memory_celsius = values.get(id::MEMORY_TEMP);
+        for (name, field) in VIOLATION_REASONS {
+            if let Some(ns) = values.get(field) {
+                r.clock_event_seconds.insert(name, ns / 1e9);
+            }
+        }
+        if energy_due {
+            let joules = values.get(id::TOTAL_ENERGY).map(|mj| mj / 1000.0);
+            self.energy = Some((now, joules));
+        }
+        r.energy_joules = self.energy.and_then(|(_, joules)| joules);
+        if r.power_watts.is_none() && !self.power_from_fields {
+            let d = &self.device;
+            r.power_watts = tally
+                .call(FieldGroup::Power, "nvmlDeviceGetPowerUsage", || {
+                    d.power_usage()
+                })
+                .map(|mw| f64::from(mw) / 1000.0);
+        }
+    }
+}

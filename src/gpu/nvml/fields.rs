@@ -1,0 +1,169 @@
+//! The NVML field-value ids gpuwatch reads and one batched read of them,
+//! looked up by id rather than by position.
+
+use std::time::Duration;
+
+use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::structs::device::FieldId;
+
+use super::{GpuDevice, Tally};
+use crate::gpu::snapshot::FieldGroup;
+
+/// Hertz per megahertz: NVML reports clocks in MHz.
+pub(super) const MHZ: f64 = 1_000_000.0;
+
+/// Field ids from `nvml.h` (v12), named as NVML names them.
+pub(super) mod id {
+    /// NVML_FI_DEV_ECC_SBE_VOL_TOTAL: corrected ECC errors since the last driver load.
+    pub const ECC_SBE_VOL: u32 = 3;
+    /// NVML_FI_DEV_ECC_DBE_VOL_TOTAL: uncorrected ECC errors since the last driver load.
+    pub const ECC_DBE_VOL: u32 = 4;
+    /// NVML_FI_DEV_ECC_SBE_AGG_TOTAL: corrected ECC errors over the GPU's life.
+    pub const ECC_SBE_AGG: u32 = 5;
+    /// NVML_FI_DEV_ECC_DBE_AGG_TOTAL: uncorrected ECC errors over the GPU's life.
+    pub const ECC_DBE_AGG: u32 = 6;
+    /// NVML_FI_DEV_RETIRED_SBE: pages retired for single-bit errors.
+    pub const RETIRED_SBE: u32 = 29;
+    /// NVML_FI_DEV_RETIRED_DBE: pages retired for double-bit errors.
+    pub const RETIRED_DBE: u32 = 30;
+    /// NVML_FI_DEV_RETIRED_PENDING: a retirement waits for the next reset.
+    pub const RETIRED_PENDING: u32 = 31;
+    /// NVML_FI_DEV_PERF_POLICY_POWER: power-cap violation time (ns).
+    pub const VIOLATION_POWER: u32 = 74;
+    /// NVML_FI_DEV_PERF_POLICY_SYNC_BOOST: sync-boost violation time (ns).
+    pub const VIOLATION_SYNC_BOOST: u32 = 76;
+    /// NVML_FI_DEV_MEMORY_TEMP: HBM temperature (°C).
+    pub const MEMORY_TEMP: u32 = 82;
+    /// NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: energy since driver load (mJ).
+    pub const TOTAL_ENERGY: u32 = 83;
+    /// NVML_FI_DEV_PCIE_REPLAY_COUNTER: PCIe replays.
+    pub const PCIE_REPLAY: u32 = 94;
+    /// NVML_FI_DEV_REMAPPED_COR: rows remapped for correctable errors.
+    pub const REMAPPED_COR: u32 = 142;
+    /// NVML_FI_DEV_REMAPPED_UNC: rows remapped for uncorrectable errors.
+    pub const REMAPPED_UNC: u32 = 143;
+    /// NVML_FI_DEV_REMAPPED_PENDING: a remap waits for the next reset.
+    pub const REMAPPED_PENDING: u32 = 144;
+    /// NVML_FI_DEV_REMAPPED_FAILURE: a remap failed.
+    pub const REMAPPED_FAILURE: u32 = 145;
+    /// NVML_FI_DEV_POWER_INSTANT: instantaneous power (mW).
+    pub const POWER_INSTANT: u32 = 186;
+    /// NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERMAL_SLOWDOWN: time (ns).
+    pub const VIOLATION_SW_THERMAL: u32 = 251;
+    /// NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERMAL_SLOWDOWN: time (ns).
+    pub const VIOLATION_HW_THERMAL: u32 = 252;
+    /// NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: time (ns).
+    pub const VIOLATION_HW_POWER_BRAKE: u32 = 253;
+}
+
+/// The clock-event reasons whose violation counters the fast tier reads,
+/// with their field ids (a test checks them against `CLOCK_EVENT_REASONS`).
+pub(super) const VIOLATION_REASONS: [(&str, u32); 5] = [
+    ("sw_power_cap", id::VIOLATION_POWER),
+    ("sync_boost", id::VIOLATION_SYNC_BOOST),
+    ("sw_thermal_slowdown", id::VIOLATION_SW_THERMAL),
+    ("hw_thermal_slowdown", id::VIOLATION_HW_THERMAL),
+    ("hw_power_brake_slowdown", id::VIOLATION_HW_POWER_BRAKE),
+];
+
+/// The one `nvmlDeviceGetFieldValues` batch of the fast tier (v12 ids):
+/// power, memory temperature, then the violation counters of
+/// [`VIOLATION_REASONS`]. Public so benchmarks make exactly the same call.
+pub const FAST_FIELD_IDS: [u32; 7] = [
+    id::POWER_INSTANT,
+    id::MEMORY_TEMP,
+    id::VIOLATION_POWER,
+    id::VIOLATION_SYNC_BOOST,
+    id::VIOLATION_SW_THERMAL,
+    id::VIOLATION_HW_THERMAL,
+    id::VIOLATION_HW_POWER_BRAKE,
+];
+
+/// [`FAST_FIELD_IDS`] plus the energy counter, read once every
+/// [`ENERGY_EVERY`].
+pub const FAST_FIELD_IDS_WITH_ENERGY: [u32; 8] = {
+    let mut ids = [id::TOTAL_ENERGY; 8];
+    let mut i = 0;
+    while i < FAST_FIELD_IDS.len() {
+        ids[i] = FAST_FIELD_IDS[i];
+        i += 1;
+    }
+    ids
+};
+
+/// How often the energy counter is read. On a real H200 (driver 580) it
+/// costs ~3 ms a read against ~0.1 ms for the rest of the fast tick; a
+/// counter for `rate()` over minutes loses nothing at 5 s.
+pub const ENERGY_EVERY: Duration = Duration::from_secs(5);
+
+/// The values of one `nvmlDeviceGetFieldValues` batch, by field id; a field
+/// the GPU does not support (or the whole call failing) reads as `None`.
+#[derive(Debug, Default)]
+pub(super) struct FieldValues {
+    values: Vec<(u32, Option<f64>)>,
+}
+
+impl FieldValues {
+    /// The value of field `id`, if the batch asked for it and the GPU answered.
+    pub(super) fn get(&self, id: u32) -> Option<f64> {
+        self.values
+            .iter()
+            .find(|(field, _)| *field == id)
+            .and_then(|(_, value)| *value)
+    }
+}
+
+impl GpuDevice<'_> {
+    /// One `nvmlDeviceGetFieldValues` call for `ids`.
+    pub(super) fn field_values(
+        &self,
+        group: FieldGroup,
+        ids: &[u32],
+        tally: &mut Tally,
+    ) -> FieldValues {
+        let field_ids: Vec<FieldId> = ids.iter().map(|&id| FieldId(id)).collect();
+        let Some(samples) = tally.call(group, "nvmlDeviceGetFieldValues", || {
+            self.device.field_values_for(&field_ids)
+        }) else {
+            return FieldValues::default();
+        };
+        let mut values = Vec::with_capacity(ids.len());
+        for (id, sample) in ids.iter().zip(samples) {
+            let value = match sample.and_then(|s| s.value) {
+                Ok(SampleValue::F64(v)) => Some(v),
+                Ok(SampleValue::U32(v)) => Some(f64::from(v)),
+                Ok(SampleValue::U64(v)) => Some(v as f64),
+                Ok(SampleValue::I64(v)) => Some(v as f64),
+                Err(error) => {
+                    tally.field_unsupported(self.index, *id, &error);
+                    None
+                }
+            };
+            values.push((*id, value));
+        }
+        FieldValues { values }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::reasons::CLOCK_EVENT_REASONS;
+
+    #[test]
+    fn the_energy_batch_is_the_fast_batch_plus_energy() {
+        assert_eq!(FAST_FIELD_IDS_WITH_ENERGY[..7], FAST_FIELD_IDS);
+        assert_eq!(FAST_FIELD_IDS_WITH_ENERGY[7], id::TOTAL_ENERGY);
+    }
+
+    #[test]
+    fn the_fast_batch_reads_every_violation_counter_in_order() {
+        let expected: Vec<(&str, u32)> = CLOCK_EVENT_REASONS
+            .iter()
+            .filter_map(|r| r.violation_field.map(|f| (r.name, f)))
+            .collect();
+        assert_eq!(VIOLATION_REASONS.to_vec(), expected);
+        let batch: Vec<u32> = VIOLATION_REASONS.iter().map(|(_, id)| *id).collect();
+        assert_eq!(FAST_FIELD_IDS[2..], batch);
+    }
+}
