@@ -41,11 +41,6 @@ const ALLOWED_FILE_CIRCLES: &[&[&str]] = &[
         "rules::rule",
     ],
     &[
-        "exporter::compat::nvidia_smi",
-        "exporter::compat::nvidia_smi_extra",
-    ],
-    &["exporter::gpu_metrics", "exporter::process_metrics"],
-    &[
         "http::access",
         "http::alerts_api",
         "http::gpus",
@@ -54,7 +49,6 @@ const ALLOWED_FILE_CIRCLES: &[&[&str]] = &[
         "http::web",
     ],
     &["http::tls", "http::tls_reload", "http::webconfig"],
-    &["rules::anomaly", "rules::eval"],
 ];
 
 /// Circles between top-level modules still to break.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::anomaly;
 use super::condition::{Condition, Counter, Flag, Metric};
-use super::rule::{AlertKey, AlertState, Rule, Target, Transition};
+use super::rule::{gpu_id, AlertKey, AlertState, Rule, Target, Transition};
 use super::template::Context;
 use crate::gpu::{FieldGroup, GpuSnapshot, Snapshot};
 
@@ -179,15 +179,6 @@ pub fn evaluate(
         }
     }
     (next, transitions)
-}
-
-/// The id alerts and memories use for a GPU: its UUID, or `index:N`.
-pub fn gpu_id(gpu: &GpuSnapshot) -> String {
-    if gpu.uuid.is_empty() {
-        format!("index:{}", gpu.index)
-    } else {
-        gpu.uuid.clone()
-    }
 }
 
 #[allow(clippy::too_many_arguments)]
