@@ -28,22 +28,17 @@ use std::path::{Path, PathBuf};
 
 /// Circles between files still to break, each as the sorted list of the
 /// files (module paths) in it.
-const ALLOWED_FILE_CIRCLES: &[&[&str]] = &[&[
-    "alerting::route",
-    "capacity::rule",
-    "config",
-    "config::values",
-    "notify",
-    "rules::builtin",
-    "rules::condition",
-    "rules::parse",
-    "rules::rule",
-]];
+const ALLOWED_FILE_CIRCLES: &[&[&str]] = &[];
 
 /// Circles between top-level modules still to break.
-const ALLOWED_MODULE_CIRCLES: &[&[&str]] = &[&[
-    "alerting", "capacity", "config", "exporter", "history", "notify", "rules",
-]];
+const ALLOWED_MODULE_CIRCLES: &[&[&str]] = &[
+    // notify/dispatcher.rs calls alerting::saved_alerts for Alertmanager
+    // re-sends, notify's receivers carry an alerting::Route, and alerting
+    // computes the notifiers' wire format (notify::webhook).
+    &["alerting", "notify"],
+    // rules/eval.rs calls capacity::node_total; capacity/rule.rs builds rules.
+    &["capacity", "rules"],
+];
 
 type ModPath = Vec<String>;
 

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::Problem;
+use crate::problem::Problem;
 use hyper::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 
