@@ -36,8 +36,6 @@ const ALLOWED_MODULE_CIRCLES: &[&[&str]] = &[
     // re-sends, notify's receivers carry an alerting::Route, and alerting
     // computes the notifiers' wire format (notify::webhook).
     &["alerting", "notify"],
-    // rules/eval.rs calls capacity::node_total; capacity/rule.rs builds rules.
-    &["capacity", "rules"],
 ];
 
 type ModPath = Vec<String>;

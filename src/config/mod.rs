@@ -151,7 +151,16 @@ impl Config {
         );
         let kubernetes = v.kubernetes(raw.kubernetes.unwrap_or_default());
         // One node-level rule per profile: it fits on no GPU of the node.
-        rules.extend(crate::capacity::rule::rules(&capacity, capacity.alert_for));
+        match crate::rules::capacity::rules(&capacity, capacity.alert_for) {
+            Ok(profile_rules) => rules.extend(profile_rules),
+            Err(error) => v.problems.push(Problem {
+                file: file.to_string(),
+                line: None,
+                column: None,
+                field: "profiles".to_string(),
+                message: error.to_string(),
+            }),
+        }
         if !v.problems.is_empty() {
             v.problems.sort_by_key(|p| (p.line, p.column));
             return Err(v.problems);

@@ -283,7 +283,7 @@ pub enum Condition {
     },
     /// Not one more instance of a workload profile fits on any GPU of the
     /// node (node-level; made from `[[profiles]]`, see
-    /// [`crate::capacity::rules`]).
+    /// [`crate::rules::capacity::rules`]).
     FitsNowhere {
         /// The profile.
         profile: crate::capacity::Profile,

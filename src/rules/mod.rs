@@ -13,6 +13,7 @@
 
 pub mod anomaly;
 pub mod builtin;
+pub mod capacity;
 pub mod condition;
 pub mod eval;
 pub mod parse;
@@ -24,7 +25,7 @@ pub use condition::{Condition, Counter, Flag, Metric, Op};
 pub use eval::{evaluate, metric_value, Alert, EvalState, GpuMemory};
 pub use parse::{parse_rules, rules_from_raw, RawRule, RawRules};
 pub use rule::{gpu_id, AlertKey, AlertState, Rule, Severity, Target, Transition};
-pub use template::{Context, Template};
+pub use template::{Context, Template, TemplateError};
 
 #[cfg(test)]
 mod tests;

@@ -195,10 +195,10 @@ pub fn rules_from_raw(
                 Ok(template) => {
                     annotations.insert(key.clone(), template);
                 }
-                Err(message) => v.problem(
+                Err(error) => v.problem(
                     &format!("rules[{i}].annotations.{key}"),
                     Some(text.span()),
-                    &message,
+                    &error.to_string(),
                 ),
             }
         }

@@ -725,6 +725,7 @@ fn templates_render_and_reject_unknown_placeholders() {
     assert!(Template::parse("no placeholders").is_ok());
     assert!(Template::parse("{{ .labels.team }}")
         .expect_err("unknown")
+        .to_string()
         .contains("is not a placeholder"));
     assert!(Template::parse("{{ value }}").is_err(), "needs the dot");
     assert!(Template::parse("{{ .value").is_err());
