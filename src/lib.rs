@@ -54,6 +54,7 @@ pub mod http;
 pub mod kubernetes;
 pub mod limits;
 pub mod notify;
+pub mod outbox;
 pub mod panics;
 pub mod problem;
 pub mod rules;

@@ -29,7 +29,7 @@ use tracing::{debug, info, warn};
 
 use crate::gpu::Snapshot;
 use crate::history::{Retention, Store};
-use crate::notify::details;
+use crate::outbox::details;
 use crate::rules::{evaluate, AlertState, EvalState, Rule, Transition};
 use crate::sampler::SnapshotReceiver;
 

@@ -58,7 +58,7 @@ pub async fn seed_notified(
             if !matches!(alert.state, AlertState::Firing { .. }) {
                 continue;
             }
-            let fingerprint = crate::notify::webhook::fingerprint(&alert.labels);
+            let fingerprint = crate::rules::fingerprint(&alert.labels);
             for d in receivers.iter().filter(|d| d.route.matches(&alert.labels)) {
                 sqlx::query(
                     "INSERT OR IGNORE INTO alert_notified (receiver, fingerprint, alertname, last_ms) VALUES (?, ?, ?, ?)",
@@ -133,7 +133,7 @@ pub async fn save(
         .map_err(|e| e.to_string())?;
     }
     for row in outgoing {
-        crate::notify::outbox::insert(
+        crate::outbox::store::insert(
             &mut tx,
             &row.receiver,
             &row.fingerprint,
@@ -242,9 +242,8 @@ mod tests {
             Ok(1)
         );
         let notified = load_notified(&store.pool).await.expect("load");
-        let fingerprint =
-            crate::notify::webhook::fingerprint(&state.alerts.values().next().unwrap().labels);
-        let fingerprint_lost = crate::notify::webhook::fingerprint(
+        let fingerprint = crate::rules::fingerprint(&state.alerts.values().next().unwrap().labels);
+        let fingerprint_lost = crate::rules::fingerprint(
             &state.alerts[&alert("GpuLost", AlertState::Inactive).0].labels,
         );
         assert_ne!(fingerprint, fingerprint_lost);
@@ -315,7 +314,7 @@ mod tests {
         )
         .await
         .expect("silences");
-        let now_ms = crate::notify::now_ms();
+        let now_ms = crate::gpu::now_ms();
         let new = crate::alerting::silence::NewSilence {
             matchers: vec![Matcher::parse("gpu=2").unwrap()],
             starts_ms: now_ms - 1000,

@@ -169,3 +169,22 @@ pub fn gpu_id(gpu: &GpuSnapshot) -> String {
         gpu.uuid.clone()
     }
 }
+
+/// The alert's stable dedup key: FNV-1a (64 bits, hex) over its sorted
+/// labels. The same alert (rule, GPU, labels) always gets the same one,
+/// across restarts and releases.
+pub fn fingerprint(labels: &BTreeMap<String, String>) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (name, value) in labels {
+        for byte in name
+            .bytes()
+            .chain([0xff])
+            .chain(value.bytes())
+            .chain([0xff])
+        {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("{hash:016x}")
+}
