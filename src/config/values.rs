@@ -167,8 +167,8 @@ impl Validator<'_> {
         };
         match parse_listen(value.get_ref()) {
             Ok(address) => address,
-            Err(message) => {
-                self.problem(field, value.span(), &message);
+            Err(error) => {
+                self.problem(field, value.span(), &error.to_string());
                 fallback
             }
         }
@@ -193,15 +193,27 @@ fn name_control(c: char) -> String {
     format!("U+{:04X}{name}", c as u32)
 }
 
+/// A listen address that does not read as one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("\"{text}\" is not a listen address; write it like \"0.0.0.0:9842\", \"127.0.0.1:9842\", \"[::]:9842\" or \":9842\"")]
+pub struct ListenError {
+    /// The address as written.
+    pub text: String,
+    /// Why it does not parse.
+    #[source]
+    pub source: std::net::AddrParseError,
+}
+
 /// Parses a listen address: `HOST:PORT`, `[::1]:PORT`, or `:PORT` for all
 /// interfaces.
-pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+pub fn parse_listen(text: &str) -> Result<SocketAddr, ListenError> {
     let full = if text.starts_with(':') {
         format!("0.0.0.0{text}")
     } else {
         text.to_string()
     };
-    full.parse().map_err(|_| {
-        format!("\"{text}\" is not a listen address; write it like \"0.0.0.0:9842\", \"127.0.0.1:9842\", \"[::]:9842\" or \":9842\"")
+    full.parse().map_err(|source| ListenError {
+        text: text.to_string(),
+        source,
     })
 }

@@ -475,17 +475,23 @@ impl Checker<'_> {
     }
 }
 
+/// Why a password hash is not one the server can check.
+#[derive(Debug, thiserror::Error)]
+pub enum BcryptHashError {
+    /// Not a bcrypt hash at all.
+    #[error("is not a bcrypt hash (60 characters starting with $2y$, $2b$ or $2a$)")]
+    NotBcrypt(#[source] bcrypt::BcryptError),
+    /// A bcrypt hash whose cost bcrypt cannot compute.
+    #[error("the bcrypt cost {0} is out of range 4-31")]
+    Cost(u32),
+}
+
 /// Checks that `hash` is a bcrypt hash (`$2a$`, `$2b$`, `$2x$`, `$2y$`, cost 4–31).
-pub fn check_bcrypt(hash: &str) -> Result<(), String> {
+pub fn check_bcrypt(hash: &str) -> Result<(), BcryptHashError> {
     match hash.parse::<bcrypt::HashParts>() {
         Ok(parts) if (4..=31).contains(&parts.get_cost()) => Ok(()),
-        Ok(parts) => Err(format!(
-            "the bcrypt cost {} is out of range 4-31",
-            parts.get_cost()
-        )),
-        Err(_) => {
-            Err("is not a bcrypt hash (60 characters starting with $2y$, $2b$ or $2a$)".into())
-        }
+        Ok(parts) => Err(BcryptHashError::Cost(parts.get_cost())),
+        Err(e) => Err(BcryptHashError::NotBcrypt(e)),
     }
 }
 
