@@ -22,12 +22,13 @@ use common::{percentile, run_size};
 
 use std::time::{Duration, Instant};
 
-use gpuwatch::notify::details::{attach, Details, HistorySummary, MetricDetails};
 use gpuwatch::notify::email::{deliver, render::render, CaFile, EmailConfig, TlsMode};
 use gpuwatch::notify::Outcome;
+use gpuwatch::outbox::details::{Details, HistorySummary, MetricDetails};
+use gpuwatch::outbox::OutboxMessage;
 
 fn payload() -> String {
-    let mut p = serde_json::json!({
+    let p = serde_json::json!({
         "version": "4", "status": "firing", "receiver": "mail", "externalURL": "http://node-1:9842",
         "alerts": [{"status": "firing", "labels": {"alertname": "GpuHwThermalSlowdown",
             "severity": "warning", "host": "node-1", "gpu": "3", "uuid": "GPU-3333"},
@@ -36,40 +37,38 @@ fn payload() -> String {
             "fingerprint": "0123456789abcdef"}]
     });
     let points = (0..60).map(|i| Some(64.0 + f64::from(i) * 0.4)).collect();
-    attach(
-        &mut p,
-        &Details {
-            condition: Some("clock_event(hw_thermal_slowdown)".into()),
-            value: Some(1.0),
-            threshold: None,
-            gpu_name: Some("NVIDIA H100 80GB HBM3".into()),
-            metric: Some(MetricDetails {
-                name: "temperature".into(),
-                label: "GPU temperature".into(),
-                unit: "°C".into(),
-                current: Some(89.0),
-                limit: Some(88.0),
-                limit_name: Some("slowdown threshold".into()),
-                history: Some(HistorySummary {
-                    from: 1_795_000_000.0,
-                    to: 1_795_001_800.0,
-                    step_seconds: 30.0,
-                    min: 64.0,
-                    avg: 76.0,
-                    max: 88.0,
-                    points,
-                }),
+    let mut message: OutboxMessage = serde_json::from_value(p).expect("a message");
+    message.alerts[0].details = Some(Details {
+        condition: Some("clock_event(hw_thermal_slowdown)".into()),
+        value: Some(1.0),
+        threshold: None,
+        gpu_name: Some("NVIDIA H100 80GB HBM3".into()),
+        metric: Some(MetricDetails {
+            name: "temperature".into(),
+            label: "GPU temperature".into(),
+            unit: "°C".into(),
+            current: Some(89.0),
+            limit: Some(88.0),
+            limit_name: Some("slowdown threshold".into()),
+            history: Some(HistorySummary {
+                from: 1_795_000_000.0,
+                to: 1_795_001_800.0,
+                step_seconds: 30.0,
+                min: 64.0,
+                avg: 76.0,
+                max: 88.0,
+                points,
             }),
-        },
-    );
-    p.to_string()
+        }),
+    });
+    message.to_json().expect("JSON")
 }
 
 fn main() {
     let (smoke, _) = run_size();
     let (render_rounds, send_rounds) = if smoke { (50, 3) } else { (2000, 40) };
     let body = payload();
-    let value: serde_json::Value = serde_json::from_str(&body).expect("payload");
+    let value = OutboxMessage::parse(&body).expect("payload");
 
     let mut render_us = Vec::new();
     for _ in 0..render_rounds {

@@ -21,6 +21,10 @@
 //! - [`rules`]: the alerting rules engine's pure core (rule types, the
 //!   built-in pack, conditions, evaluation into alert transitions).
 //! - [`config`]: the TOML configuration, validated with file/line/field errors.
+//! - [`limits`], [`problem`]: leaves the configuration and the parsers that
+//!   are not the configuration (rules, web configuration) share: the range
+//!   of every setting, sizes and durations as written, and one problem of a
+//!   file.
 //! - [`sim`]: finding the NVML simulator library and its scenarios, for
 //!   `--simulate`.
 //! - [`status`]: the `gpuwatch status` table.
@@ -29,8 +33,14 @@
 //!   `/api/v1/alerts`; silences, inhibition of a lost GPU's alerts, routes
 //!   per receiver, repeats and grouping decide which notifications it
 //!   writes to the outbox.
-//! - [`notify`]: the notification outbox (written with each alert
-//!   transition) and a dispatcher per receiver (webhooks).
+//! - [`outbox`]: the notification outbox, the contract between
+//!   [`alerting`], which writes an [`outbox::OutboxMessage`] with each alert
+//!   transition, and [`notify`], which reads them: the message type (the
+//!   Alertmanager webhook v4 JSON), its details, the table's SQL.
+//! - [`notify`]: a dispatcher per receiver (webhook, Alertmanager push,
+//!   email) that sends its outbox rows, with retries.
+//! - [`capacity`]: "how many more fit": workload profiles against each
+//!   GPU's free memory, compute mode, MIG instances and SM share.
 //! - [`kubernetes`]: asks the kubelet's pod-resources socket which pod and
 //!   container hold each GPU, for the sampler to name the pods of processes.
 //! - [`files`]: reading files named from outside (configuration, secrets,
@@ -41,6 +51,15 @@
 //! - [`panics`]: panics in request handlers and long-lived tasks, caught,
 //!   logged and counted (`gpuwatch_panics_total`), never silent.
 //! - [`app`]: the commands, as the binary runs them.
+//!
+//! # Layers
+//! Imports go one way; `tests/layering.rs` fails on any circle between
+//! source files or between these modules. From the bottom: `gpu`,
+//! `limits`, `problem`, `timespec`, `files` → `kubernetes` → `sampler` →
+//! `capacity` → `exporter` (its families are the metric encoder everyone
+//! uses) → `history`, `panics` → `rules` → `outbox` → `alerting` →
+//! `notify` (receivers carry an alerting route) → `config` → `http` →
+//! `app`.
 
 pub mod alerting;
 pub mod app;
@@ -52,8 +71,11 @@ pub mod gpu;
 pub mod history;
 pub mod http;
 pub mod kubernetes;
+pub mod limits;
 pub mod notify;
+pub mod outbox;
 pub mod panics;
+pub mod problem;
 pub mod rules;
 pub mod sampler;
 pub mod sim;

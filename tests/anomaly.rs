@@ -1,7 +1,8 @@
 //! Anomaly detection inside the running agent, on simulator scenarios: a
 //! GPU with a failing fan (17 °C hotter than its neighbours at the same
 //! load) raises `GpuHotterThanPeers` for that GPU alone; a node whose GPUs
-//! only change load (training, bursty inference) raises no anomaly at all.
+//! only change load (training, bursty inference) raises no anomaly at all,
+//! though the peer rule judged scores all along.
 
 mod common;
 
@@ -122,6 +123,22 @@ fn load_changes_alone_raise_no_anomaly() {
         std::thread::sleep(Duration::from_millis(500));
     }
     assert!(scrapes >= 20, "the agent was sampling ({scrapes} scrapes)");
+    // The quiet is the rules' verdict, not their absence. The peer rule
+    // judged scores all along (the training GPUs are each other's peers).
+    // The baseline rule was checked too, but judges a load bucket only
+    // after 10 minutes of watching it (`anomaly::WARM_UP`, real time), so
+    // within this test it never had a score; its no-false-alarm check over
+    // hours of load changes is `rules::tests::anomaly_no_false_alarm_under_
+    // normal_load_changes`, which asserts it judged.
+    let m = agent.metrics();
+    let judged = |rule| m.value("gpuwatch_rule_values_total", &[("rule", rule)]);
+    let peers = judged("GpuHotterThanPeers").unwrap_or(0.0);
+    assert!(
+        peers >= 20.0,
+        "GpuHotterThanPeers judged {peers} times:\n{}",
+        m.text
+    );
+    assert_eq!(judged("GpuTemperatureAnomaly"), Some(0.0), "{}", m.text);
     let _ = agent.terminate();
     assert_eq!(anomaly_transitions(&db), Vec::new());
 }

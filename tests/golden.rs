@@ -18,6 +18,7 @@ const VOLATILE: &[&str] = &[
     "gpuwatch_snapshot_age_seconds",
     "gpuwatch_sample_duration_seconds",
     "gpuwatch_samples_total",
+    "gpuwatch_rule_values_total",
     "gpuwatch_xid_last_seen_timestamp_seconds",
     "gpuwatch_history_rows_written_total",
     "gpuwatch_history_commit_duration_seconds",

@@ -1,5 +1,6 @@
 //! `gpuwatch_alerts`: like Prometheus's `ALERTS`, one series (value 1) per
-//! pending or firing alert.
+//! pending or firing alert; and `gpuwatch_rule_values_total`, how often each
+//! rule had a value to judge.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -43,6 +44,15 @@ impl Collector for AlertsCollector {
                 1.0,
             );
         }
-        family.encode(&mut encoder)
+        family.encode(&mut encoder)?;
+        let mut values = Family::counter(
+            "rule_values",
+            "Checks of each rule's condition (per GPU, or per node) that gave it a value to judge: a reading, an anomaly score, an Xid or counter increase seen. A rule that stays at 0 never had the readings it needs (or its detector has not warmed up).",
+            None,
+        );
+        for (rule, n) in &state.values {
+            values.push(vec![("rule", Cow::Borrowed(rule.as_str()))], *n as f64);
+        }
+        values.encode(&mut encoder)
     }
 }

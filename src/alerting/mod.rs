@@ -29,14 +29,14 @@ use tracing::{debug, info, warn};
 
 use crate::gpu::Snapshot;
 use crate::history::{Retention, Store};
-use crate::notify::details;
+use crate::outbox::details;
 use crate::rules::{evaluate, AlertState, EvalState, Rule, Transition};
 use crate::sampler::SnapshotReceiver;
 
 pub use metrics::AlertsCollector;
 pub use route::{Destination, Route};
 pub use silences::Silences;
-pub use store::load as load_state;
+pub use store::{load as saved_state, StateError};
 
 /// The latest evaluation state, for /metrics and the API.
 pub type AlertsReceiver = watch::Receiver<Arc<EvalState>>;
@@ -74,12 +74,12 @@ pub async fn restore(
 pub async fn saved_alerts(
     pool: &sqlx::SqlitePool,
     route: &Route,
-) -> Result<Vec<crate::rules::Alert>, String> {
+) -> Result<Vec<crate::rules::Alert>, StateError> {
     let Some(state) = store::load(pool).await? else {
         return Ok(Vec::new());
     };
     let now = crate::timespec::Timestamp::now();
-    let silences = silences::live(pool, now).await.map_err(|e| e.to_string())?;
+    let silences = silences::live(pool, now).await?;
     let mutes = mute::Mutes::new(&state, &silences, now.as_ms());
     Ok(state
         .alerts

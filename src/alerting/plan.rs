@@ -134,7 +134,7 @@ pub fn plan(
     let mut plan = Plan::default();
     let mut live = BTreeSet::new();
     for (key, alert) in &state.alerts {
-        let fingerprint = crate::notify::webhook::fingerprint(&alert.labels);
+        let fingerprint = crate::rules::fingerprint(&alert.labels);
         let as_transition = || {
             transitions
                 .iter()

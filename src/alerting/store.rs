@@ -9,25 +9,33 @@ use crate::rules::{AlertState, EvalState, Target, Transition};
 use super::plan::{Change, Notified, Sent};
 use super::route::Destination;
 
+/// Why the alert state could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The database refused (full, read-only, locked, gone).
+    #[error("the history database refused: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The saved state, or a transition's labels, do not read or write as
+    /// JSON.
+    #[error("the alert state does not read or write as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
 /// The saved state, if any (the agent's, or for `gpuwatch alerts`).
-pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, String> {
+pub async fn load(pool: &SqlitePool) -> Result<Option<EvalState>, StateError> {
     let text: Option<String> = sqlx::query_scalar("SELECT state FROM alert_state WHERE id = 1")
         .fetch_optional(pool)
-        .await
-        .map_err(|e| e.to_string())?;
-    text.map(|t| {
-        serde_json::from_str(&t).map_err(|e| format!("the saved alert state does not parse: {e}"))
-    })
-    .transpose()
+        .await?;
+    text.map(|t| serde_json::from_str(&t).map_err(StateError::from))
+        .transpose()
 }
 
 /// What each receiver was sent, as stored.
-pub async fn load_notified(pool: &SqlitePool) -> Result<Notified, String> {
+pub async fn load_notified(pool: &SqlitePool) -> Result<Notified, StateError> {
     let rows: Vec<(String, String, String, i64)> =
         sqlx::query_as("SELECT receiver, fingerprint, alertname, last_ms FROM alert_notified")
             .fetch_all(pool)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
     Ok(rows
         .into_iter()
         .map(|(receiver, fingerprint, alertname, last_ms)| {
@@ -45,12 +53,11 @@ pub async fn seed_notified(
     state: &EvalState,
     receivers: &[Destination],
     now_ms: i64,
-) -> Result<usize, String> {
-    let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
+) -> Result<usize, StateError> {
+    let mut tx = pool.begin().await?;
     let pending = sqlx::query("DELETE FROM alert_notified_seed")
         .execute(&mut *tx)
-        .await
-        .map_err(|e| e.to_string())?
+        .await?
         .rows_affected();
     let mut recorded = 0;
     if pending > 0 {
@@ -58,7 +65,7 @@ pub async fn seed_notified(
             if !matches!(alert.state, AlertState::Firing { .. }) {
                 continue;
             }
-            let fingerprint = crate::notify::webhook::fingerprint(&alert.labels);
+            let fingerprint = crate::rules::fingerprint(&alert.labels);
             for d in receivers.iter().filter(|d| d.route.matches(&alert.labels)) {
                 sqlx::query(
                     "INSERT OR IGNORE INTO alert_notified (receiver, fingerprint, alertname, last_ms) VALUES (?, ?, ?, ?)",
@@ -69,12 +76,12 @@ pub async fn seed_notified(
                 .bind(now_ms)
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| e.to_string())?;
+                ?;
                 recorded += 1;
             }
         }
     }
-    tx.commit().await.map_err(|e| e.to_string())?;
+    tx.commit().await?;
     Ok(recorded)
 }
 
@@ -98,9 +105,9 @@ pub async fn save(
     transitions: &[Transition],
     outgoing: &[Outgoing],
     changes: &[Change],
-) -> Result<(), String> {
-    let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
-    let mut tx = pool.begin().await.map_err(|e| e.to_string())?;
+) -> Result<(), StateError> {
+    let json = serde_json::to_string(state)?;
+    let mut tx = pool.begin().await?;
     sqlx::query(
         "INSERT INTO alert_state (id, state, updated_ms) VALUES (1, ?, ?) \
          ON CONFLICT (id) DO UPDATE SET state = excluded.state, updated_ms = excluded.updated_ms",
@@ -108,8 +115,7 @@ pub async fn save(
     .bind(&json)
     .bind(crate::gpu::unix_ms(SystemTime::now()))
     .execute(&mut *tx)
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     for t in transitions {
         let target = match &t.key.target {
             Target::Gpu(uuid) => uuid.clone(),
@@ -126,22 +132,21 @@ pub async fn save(
         .bind(t.to.as_str())
         .bind(t.labels.get("severity"))
         .bind(t.value)
-        .bind(serde_json::to_string(&t.labels).map_err(|e| e.to_string())?)
-        .bind(serde_json::to_string(&t.annotations).map_err(|e| e.to_string())?)
+        .bind(serde_json::to_string(&t.labels)?)
+        .bind(serde_json::to_string(&t.annotations)?)
         .execute(&mut *tx)
         .await
-        .map_err(|e| e.to_string())?;
+        ?;
     }
     for row in outgoing {
-        crate::notify::outbox::insert(
+        crate::outbox::store::insert(
             &mut tx,
             &row.receiver,
             &row.fingerprint,
             &row.payload,
             crate::gpu::unix_ms(SystemTime::now()),
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     }
     for change in changes {
         match change {
@@ -166,9 +171,9 @@ pub async fn save(
         }
         .execute(&mut *tx)
         .await
-        .map_err(|e| e.to_string())?;
+        ?;
     }
-    tx.commit().await.map_err(|e| e.to_string())
+    Ok(tx.commit().await?)
 }
 
 #[cfg(test)]
@@ -238,13 +243,14 @@ mod tests {
             },
         ];
         assert_eq!(
-            seed_notified(&store.pool, &state, &receivers, 5).await,
-            Ok(1)
+            seed_notified(&store.pool, &state, &receivers, 5)
+                .await
+                .expect("seeded"),
+            1
         );
         let notified = load_notified(&store.pool).await.expect("load");
-        let fingerprint =
-            crate::notify::webhook::fingerprint(&state.alerts.values().next().unwrap().labels);
-        let fingerprint_lost = crate::notify::webhook::fingerprint(
+        let fingerprint = crate::rules::fingerprint(&state.alerts.values().next().unwrap().labels);
+        let fingerprint_lost = crate::rules::fingerprint(
             &state.alerts[&alert("GpuLost", AlertState::Inactive).0].labels,
         );
         assert_ne!(fingerprint, fingerprint_lost);
@@ -258,8 +264,10 @@ mod tests {
         assert_eq!(notified.len(), 1, "{notified:?}");
         // Only once per database.
         assert_eq!(
-            seed_notified(&store.pool, &state, &receivers, 6).await,
-            Ok(0)
+            seed_notified(&store.pool, &state, &receivers, 6)
+                .await
+                .expect("seeded"),
+            0
         );
         assert_eq!(load_notified(&store.pool).await.expect("load").len(), 1);
     }
@@ -315,7 +323,7 @@ mod tests {
         )
         .await
         .expect("silences");
-        let now_ms = crate::notify::now_ms();
+        let now_ms = crate::gpu::now_ms();
         let new = crate::alerting::silence::NewSilence {
             matchers: vec![Matcher::parse("gpu=2").unwrap()],
             starts_ms: now_ms - 1000,

@@ -37,7 +37,7 @@ pub fn alerts_json(state: &EvalState, silences: &[Arc<Silence>], now: SystemTime
                 "value": alert.value,
                 "labels": alert.labels,
                 "annotations": alert.annotations,
-                "fingerprint": crate::notify::webhook::fingerprint(&alert.labels),
+                "fingerprint": crate::rules::fingerprint(&alert.labels),
                 "silenced": !mute.silenced_by.is_empty(),
                 "silenced_by": mute.silenced_by,
                 "inhibited": mute.inhibited_by.is_some(),

@@ -59,7 +59,7 @@ pub fn alerts(options: AlertsOptions) -> anyhow::Result<()> {
     let (path, _) = database(&options.db)?;
     let (runtime, store) = open(&path)?;
     let state = runtime
-        .block_on(crate::alerting::load_state(&store.pool))
+        .block_on(crate::alerting::saved_state(&store.pool))
         .map_err(|e| anyhow!("cannot read the alert state from {}: {e}", path.display()))?
         .unwrap_or_default();
     let silences = runtime

@@ -20,7 +20,6 @@
 //! A profile whose model filter does not match a GPU's name gives no value
 //! for that GPU; a GPU whose memory is unknown gives none either.
 
-pub mod rule;
 pub mod table;
 
 use crate::gpu::{GpuProcess, GpuSnapshot, ProcessKind, Snapshot};

@@ -223,7 +223,8 @@ fn a_profile_that_fits_nowhere_fires_its_node_alert_with_the_profile_label() {
         memory_margin_bytes: GIB,
         alert_for: std::time::Duration::ZERO,
     };
-    let rules = rule::rules(&config, config.alert_for);
+    let rules =
+        crate::rules::capacity::rules(&config, config.alert_for).expect("valid profile names");
     // 30 GiB and 9 GiB free: "fits" fits (3 + 1), "too-big" nowhere.
     let s = snapshot(vec![
         gpu(0, "H100", 30 * GIB, "default"),

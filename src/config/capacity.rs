@@ -97,14 +97,14 @@ impl Validator<'_> {
             }
         };
         let memory_bytes = match &p.memory {
-            Some(text) => match super::values::parse_size(text.get_ref()) {
+            Some(text) => match super::limits::parse_size(text.get_ref()) {
                 Ok(0) => {
                     self.problem(&field("memory"), text.span(), "must be more than 0");
                     None
                 }
                 Ok(_) => self.size(&field("memory"), Some(text), &limits::PROFILE_MEMORY),
-                Err(message) => {
-                    self.problem(&field("memory"), text.span(), &message);
+                Err(error) => {
+                    self.problem(&field("memory"), text.span(), &error.to_string());
                     None
                 }
             },

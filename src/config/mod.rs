@@ -10,7 +10,6 @@ mod capacity;
 mod email;
 mod history;
 mod kubernetes;
-pub mod limits;
 mod log;
 mod raw;
 mod receivers;
@@ -19,15 +18,17 @@ mod sampler;
 mod server;
 mod values;
 
-use std::fmt;
 use std::ops::Range;
 use std::path::Path;
 
+pub use crate::limits;
+pub use crate::limits::parse_size;
+pub use crate::problem::Problem;
 pub use history::HistoryConfig;
 pub use log::{check_filter, LogConfig, LogFormat};
 pub use sampler::SamplerConfig;
 pub use server::ServerConfig;
-pub use values::{control_character, parse_listen, parse_size};
+pub use values::{control_character, parse_listen};
 
 /// The default listen address. Port 9842: not used by dcgm-exporter (9400),
 /// nvidia_gpu_exporter (9835), Prometheus (9090) or node_exporter (9100).
@@ -71,60 +72,6 @@ pub struct Position {
     pub line: usize,
     /// 1-based column, in characters.
     pub column: usize,
-}
-
-/// One thing wrong with a configuration file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// The file.
-    pub file: String,
-    /// 1-based line, where known.
-    pub line: Option<usize>,
-    /// 1-based column, where known.
-    pub column: Option<usize>,
-    /// Dotted field path, e.g. "sampler.interval".
-    pub field: String,
-    /// What is wrong and what to do.
-    pub message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-            if let Some(column) = self.column {
-                write!(f, ":{column}")?;
-            }
-        }
-        // Values are quoted in messages as written: a line break in one
-        // would split the problem over two lines, so control characters are
-        // shown escaped.
-        if self.field.is_empty() {
-            write!(f, ": {}", escape_controls(&self.message))
-        } else {
-            write!(
-                f,
-                ": {}: {}",
-                escape_controls(&self.field),
-                escape_controls(&self.message)
-            )
-        }
-    }
-}
-
-/// `text` with control characters escaped (`\n`, `\u{1b}`).
-fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return text.into();
-    }
-    text.chars()
-        .map(|c| match c {
-            c if c.is_control() => c.escape_default().to_string(),
-            c => c.to_string(),
-        })
-        .collect::<String>()
-        .into()
 }
 
 /// Why a configuration could not be loaded.
@@ -204,7 +151,16 @@ impl Config {
         );
         let kubernetes = v.kubernetes(raw.kubernetes.unwrap_or_default());
         // One node-level rule per profile: it fits on no GPU of the node.
-        rules.extend(crate::capacity::rule::rules(&capacity, capacity.alert_for));
+        match crate::rules::capacity::rules(&capacity, capacity.alert_for) {
+            Ok(profile_rules) => rules.extend(profile_rules),
+            Err(error) => v.problems.push(Problem {
+                file: file.to_string(),
+                line: None,
+                column: None,
+                field: "profiles".to_string(),
+                message: error.to_string(),
+            }),
+        }
         if !v.problems.is_empty() {
             v.problems.sort_by_key(|p| (p.line, p.column));
             return Err(v.problems);

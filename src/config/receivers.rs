@@ -142,7 +142,7 @@ impl Validator<'_> {
                     (None, Some(min)) => ("retry_min", min.span()),
                     (None, None) => ("retry_max", 0..0),
                 };
-                self.problem(&format!("{at}.{field}"), span, &e);
+                self.problem(&format!("{at}.{field}"), span, &e.to_string());
                 Backoff::default()
             }
         }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::limits::{show_duration, show_size, Limits};
+use super::limits::{parse_size, show_duration, show_size, Limits};
 use super::Validator;
 
 impl Validator<'_> {
@@ -119,7 +119,7 @@ impl Validator<'_> {
                 show_size(limits.max),
                 limits.describe_size()
             ),
-            Err(message) => message,
+            Err(error) => error.to_string(),
         };
         self.problem(field, value.span(), &message);
         None
@@ -167,8 +167,8 @@ impl Validator<'_> {
         };
         match parse_listen(value.get_ref()) {
             Ok(address) => address,
-            Err(message) => {
-                self.problem(field, value.span(), &message);
+            Err(error) => {
+                self.problem(field, value.span(), &error.to_string());
                 fallback
             }
         }
@@ -193,47 +193,27 @@ fn name_control(c: char) -> String {
     format!("U+{:04X}{name}", c as u32)
 }
 
+/// A listen address that does not read as one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("\"{text}\" is not a listen address; write it like \"0.0.0.0:9842\", \"127.0.0.1:9842\", \"[::]:9842\" or \":9842\"")]
+pub struct ListenError {
+    /// The address as written.
+    pub text: String,
+    /// Why it does not parse.
+    #[source]
+    pub source: std::net::AddrParseError,
+}
+
 /// Parses a listen address: `HOST:PORT`, `[::1]:PORT`, or `:PORT` for all
 /// interfaces.
-pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+pub fn parse_listen(text: &str) -> Result<SocketAddr, ListenError> {
     let full = if text.starts_with(':') {
         format!("0.0.0.0{text}")
     } else {
         text.to_string()
     };
-    full.parse().map_err(|_| {
-        format!("\"{text}\" is not a listen address; write it like \"0.0.0.0:9842\", \"127.0.0.1:9842\", \"[::]:9842\" or \":9842\"")
+    full.parse().map_err(|source| ListenError {
+        text: text.to_string(),
+        source,
     })
-}
-
-/// Parses a size such as "2GiB", "500MB" or "1048576" into bytes (sizes
-/// past `u64::MAX` bytes come out as `u64::MAX`).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let multiplier: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
-        "kib" | "k" => 1024.0,
-        "mib" | "m" => 1024.0 * 1024.0,
-        "gib" | "g" => 1024.0 * 1024.0 * 1024.0,
-        "tib" | "t" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => {
-            return Err(format!(
-                "\"{text}\" is not a size: write it like 500MiB, 2GiB or 1GB"
-            ))
-        }
-    };
-    match number.parse::<f64>() {
-        Ok(n) if n.is_finite() && n >= 0.0 => Ok((n * multiplier) as u64),
-        _ => Err(format!(
-            "\"{text}\" is not a size: write it like 500MiB, 2GiB or 1GB"
-        )),
-    }
 }

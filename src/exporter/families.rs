@@ -11,6 +11,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 
+use crate::gpu::GpuSnapshot;
+
 /// A label set: keys are static, values borrow from the snapshot where they can.
 pub type Labels<'a> = Vec<(&'static str, Cow<'a, str>)>;
 
@@ -93,4 +95,40 @@ pub fn unit(name: &str) -> Option<Unit> {
         "seconds" => Unit::Seconds,
         other => Unit::Other(other.to_string()),
     })
+}
+
+/// The `gpu` and `uuid` labels every GPU series carries.
+pub fn ids(gpu: &GpuSnapshot) -> Labels<'_> {
+    vec![
+        ("gpu", Cow::Owned(gpu.index.to_string())),
+        ("uuid", Cow::Borrowed(gpu.uuid.as_str())),
+    ]
+}
+
+/// `labels` with one more label.
+pub fn with<'a>(
+    mut labels: Labels<'a>,
+    key: &'static str,
+    value: impl Into<Cow<'a, str>>,
+) -> Labels<'a> {
+    labels.push((key, value.into()));
+    labels
+}
+
+/// 1 for true, 0 for false.
+pub fn flag(value: bool) -> f64 {
+    if value {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// The `uuid` label value of the nvidia_smi compatibility families: "GPU-ABC..." becomes "abc...".
+pub fn uuid_label(uuid: &str) -> String {
+    let lower = uuid.to_ascii_lowercase();
+    lower
+        .strip_prefix("gpu-")
+        .map(str::to_string)
+        .unwrap_or(lower)
 }

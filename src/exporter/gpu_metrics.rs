@@ -11,34 +11,8 @@ use prometheus_client::encoding::DescriptorEncoder;
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus, Snapshot};
 
-use super::families::{unit, Family, Labels};
-
-/// The `gpu` and `uuid` labels every GPU series carries.
-pub fn ids(gpu: &GpuSnapshot) -> Labels<'_> {
-    vec![
-        ("gpu", Cow::Owned(gpu.index.to_string())),
-        ("uuid", Cow::Borrowed(gpu.uuid.as_str())),
-    ]
-}
-
-/// `labels` with one more label.
-pub fn with<'a>(
-    mut labels: Labels<'a>,
-    key: &'static str,
-    value: impl Into<Cow<'a, str>>,
-) -> Labels<'a> {
-    labels.push((key, value.into()));
-    labels
-}
-
-/// 1 for true, 0 for false.
-pub fn flag(value: bool) -> f64 {
-    if value {
-        1.0
-    } else {
-        0.0
-    }
-}
+pub use super::families::{flag, ids, with};
+use super::families::{unit, Family};
 
 /// Encodes every per-GPU family of `snapshot`, then the process, sharing
 /// and capacity families (see [`super::process_metrics`]).

@@ -15,8 +15,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use crate::capacity::{self, CapacityConfig};
 use crate::gpu::{GpuProcess, GpuSnapshot, Snapshot};
 
-use super::families::{unit, Family, Labels};
-use super::gpu_metrics::{flag, ids, with};
+use super::families::{flag, ids, unit, with, Family, Labels};
 
 /// What the process and capacity families need besides the snapshot.
 #[derive(Debug, Clone)]

@@ -12,7 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use hyper::{Method, StatusCode};
 
-use super::routes::{text, HttpResponse};
+use super::response::{text, HttpResponse};
 
 /// What the router knows about the client of a request.
 #[derive(Debug, Clone, Copy)]

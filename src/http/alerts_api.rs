@@ -18,10 +18,8 @@ use crate::alerting::silence::parse_new;
 use crate::alerting::silences::AddError;
 use crate::timespec::{quote, Timestamp};
 
-use super::history_api::{
-    bad, json_response, limit_param, params, time_param, unavailable, ParamError,
-};
-use super::routes::HttpResponse;
+use super::params::{bad, limit_param, params, time_param, unavailable, ParamError};
+use super::response::{json_response, HttpResponse};
 use super::HttpState;
 
 /// The most transitions one `/api/v1/alerts/history` answer lists.

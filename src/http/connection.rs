@@ -31,7 +31,8 @@ use tracing::{debug, error};
 
 use super::access::Client;
 use super::pending::Pending;
-use super::routes::{self, HttpResponse};
+use super::response::{self, HttpResponse};
+use super::routes;
 use super::slots::{Refused, Slot, Slots};
 use super::{HttpState, ServerLimits, WebSecurity, MAX_HEAD_BYTES};
 use crate::panics::{catch_unwind, message, Panics};
@@ -251,13 +252,13 @@ async fn respond(
         if let Some(auth) = &shared.security.auth {
             if !auth.check(request.headers().get(AUTHORIZATION)).await {
                 debug!(peer = %peer, path = %path, "Basic auth failed or missing.");
-                return routes::unauthorized();
+                return response::unauthorized();
             }
             client.authenticated = true;
         }
         match tokio::time::timeout(timeout, routes::handle(&shared.state, request, &client)).await {
             Ok(response) => response,
-            Err(_) => routes::text(StatusCode::SERVICE_UNAVAILABLE, "request timed out\n"),
+            Err(_) => response::text(StatusCode::SERVICE_UNAVAILABLE, "request timed out\n"),
         }
     };
     let mut response = caught(&shared.state.panics, &method, &path, handled).await;
@@ -291,7 +292,7 @@ pub(super) async fn caught(
                 panic = message(&*payload),
                 "A request handler panicked; answered 500. This is a bug, please report it."
             );
-            routes::text(
+            response::text(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal error: the request handler failed (logged at ERROR and counted in gpuwatch_panics_total); this is a bug, please report it\n",
             )
@@ -352,7 +353,7 @@ mod tests {
         assert!(body(response).await.contains("gpuwatch_panics_total"));
         assert_eq!(panics.count("http"), 1);
         let response = caught(&panics, &Method::GET, "/-/healthy", async {
-            routes::text(StatusCode::OK, "OK\n")
+            response::text(StatusCode::OK, "OK\n")
         })
         .await;
         assert_eq!(response.status(), StatusCode::OK);

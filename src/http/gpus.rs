@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus};
 
-use super::routes::Readiness;
+use super::readiness::Readiness;
 use super::HttpState;
 
 /// The document: agent facts and one entry per GPU.

@@ -1,40 +1,19 @@
 //! `GET /api/v1/history` and `GET /api/v1/events`: JSON over the history
 //! database. A bad parameter is a 400 whose JSON names it and says why.
 
-use std::collections::HashMap;
-
 use hyper::StatusCode;
 use serde_json::json;
 
 use crate::history::catalog;
 use crate::history::query::{self, GpuSelector, QueryError};
-use crate::timespec::{parse_count, quote, Step, Timestamp};
+use crate::timespec::{quote, Step, Timestamp};
 
-use super::routes::{respond, HttpResponse};
+use super::params::{bad, limit_param, params, time_param, unavailable, ParamError};
+use super::response::{json_response, HttpResponse};
 use super::HttpState;
 
 /// The most events one `/api/v1/events` answer lists.
 const MAX_EVENTS: u32 = 100_000;
-
-/// A JSON response.
-pub(super) fn json_response(status: StatusCode, value: &serde_json::Value) -> HttpResponse {
-    respond(status, "application/json", value.to_string())
-}
-
-/// 400: the query parameter and why.
-pub(super) fn bad(parameter: &str, message: &str) -> HttpResponse {
-    json_response(
-        StatusCode::BAD_REQUEST,
-        &json!({ "error": format!("{parameter}: {message}"), "parameter": parameter }),
-    )
-}
-
-/// The query parameters.
-pub(super) fn params(query: Option<&str>) -> HashMap<String, String> {
-    form_urlencoded::parse(query.unwrap_or("").as_bytes())
-        .into_owned()
-        .collect()
-}
 
 fn failed(error: QueryError) -> HttpResponse {
     match error {
@@ -46,68 +25,11 @@ fn failed(error: QueryError) -> HttpResponse {
     }
 }
 
-/// 503: history is on, but its database is not open (yet).
-pub(super) fn unavailable(reason: &str) -> HttpResponse {
-    json_response(
-        StatusCode::SERVICE_UNAVAILABLE,
-        &json!({ "error": format!("history database unavailable: {reason}") }),
-    )
-}
-
 fn disabled() -> HttpResponse {
     json_response(
         StatusCode::NOT_FOUND,
         &json!({ "error": "history is disabled on this agent ([history] enabled = false, or --no-history)" }),
     )
-}
-
-/// A refused query parameter: its name and why (the message quotes the
-/// value where one was given).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{parameter}: {message}")]
-pub(super) struct ParamError {
-    /// The parameter.
-    pub parameter: String,
-    /// What is wrong and what is accepted.
-    pub message: String,
-}
-
-impl ParamError {
-    /// A refused `parameter`.
-    pub fn new(parameter: &str, message: impl ToString) -> ParamError {
-        ParamError {
-            parameter: parameter.to_string(),
-            message: message.to_string(),
-        }
-    }
-
-    /// The 400 response.
-    pub fn response(&self) -> HttpResponse {
-        bad(&self.parameter, &self.message)
-    }
-}
-
-/// A time parameter, `default` when absent.
-pub(super) fn time_param(
-    p: &HashMap<String, String>,
-    name: &str,
-    default: &str,
-    now: Timestamp,
-) -> Result<Timestamp, ParamError> {
-    Timestamp::parse(p.get(name).map_or(default, String::as_str), now)
-        .map_err(|e| ParamError::new(name, e))
-}
-
-/// A `limit` parameter: 1 to `max`, `default` when absent.
-pub(super) fn limit_param(
-    p: &HashMap<String, String>,
-    default: u32,
-    max: u32,
-) -> Result<u32, ParamError> {
-    match p.get("limit") {
-        None => Ok(default),
-        Some(l) => parse_count(l, 1, max).map_err(|e| ParamError::new("limit", e)),
-    }
 }
 
 /// The parameters of `/api/v1/history`, checked.

@@ -19,11 +19,15 @@ pub mod auth;
 mod connection;
 mod gpus;
 mod history_api;
+mod params;
 pub mod pending;
+mod readiness;
+mod response;
 mod routes;
 pub mod slots;
 pub mod tls;
 pub mod tls_reload;
+pub mod tls_settings;
 pub mod web;
 pub mod webconfig;
 
@@ -39,7 +43,7 @@ use crate::exporter::Exporter;
 use crate::panics::Panics;
 use crate::sampler::{Progress, SnapshotReceiver};
 
-pub use routes::Readiness;
+pub use readiness::Readiness;
 pub use webconfig::WebSecurity;
 
 /// What the handlers read.

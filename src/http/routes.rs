@@ -1,24 +1,20 @@
 //! Request routing and the handlers.
 
 use std::io::Write;
-use std::time::SystemTime;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::header::{HeaderValue, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, VARY};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, VARY};
+use hyper::{Method, Request, StatusCode};
 use tracing::error;
 
-use crate::exporter::self_metrics::snapshot_age;
 use crate::exporter::Format;
 
 use super::access::{self, Client};
+use super::readiness::Readiness;
+use super::response::{accepts_gzip, json_value, respond, text, HttpResponse};
 use super::{alerts_api, gpus, history_api, web, HttpState};
-
-/// Response type of every handler.
-pub type HttpResponse = Response<Full<Bytes>>;
 
 /// Routes one request from `client`.
 pub async fn handle(
@@ -111,62 +107,6 @@ fn metrics(state: &HttpState, request: &Request<Incoming>) -> HttpResponse {
     response
 }
 
-/// Whether an `Accept-Encoding` header accepts gzip.
-pub fn accepts_gzip(accept_encoding: &str) -> bool {
-    accept_encoding.split(',').any(|part| {
-        let mut pieces = part.split(';');
-        let coding = pieces.next().unwrap_or("").trim();
-        let refused = pieces.any(|p| {
-            p.trim()
-                .strip_prefix("q=")
-                .and_then(|q| q.parse::<f64>().ok())
-                .is_some_and(|q| q == 0.0)
-        });
-        coding.eq_ignore_ascii_case("gzip") && !refused
-    })
-}
-
-/// Why the agent is or is not ready.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Readiness {
-    /// A fresh snapshot with at least one GPU.
-    Ready,
-    /// Not yet, or not any more; the text says why.
-    NotReady(String),
-}
-
-impl Readiness {
-    /// Judges the latest snapshot.
-    pub fn of(state: &HttpState) -> Readiness {
-        let snapshot = state.snapshots.borrow().clone();
-        let Some(snapshot) = snapshot else {
-            return Readiness::NotReady("no sample has completed yet".into());
-        };
-        let age = snapshot_age(&snapshot, SystemTime::now());
-        if age > state.stale_after {
-            let busy = state
-                .progress
-                .busy_for()
-                .map(|b| {
-                    format!(
-                        "; the current sample has been running for {:.1}s (NVML not answering?)",
-                        b.as_secs_f64()
-                    )
-                })
-                .unwrap_or_default();
-            return Readiness::NotReady(format!(
-                "the last sample is {:.1}s old (limit {:.1}s){busy}",
-                age.as_secs_f64(),
-                state.stale_after.as_secs_f64()
-            ));
-        }
-        if snapshot.gpus.is_empty() {
-            return Readiness::NotReady("NVML reports no GPU".into());
-        }
-        Readiness::Ready
-    }
-}
-
 fn ready(state: &HttpState) -> HttpResponse {
     match Readiness::of(state) {
         Readiness::Ready => text(StatusCode::OK, "OK\n"),
@@ -191,54 +131,5 @@ fn snapshot_json(state: &HttpState) -> HttpResponse {
             StatusCode::INTERNAL_SERVER_ERROR,
             "encoding the snapshot failed\n",
         ),
-    }
-}
-
-/// 401 with the basic-auth challenge.
-pub fn unauthorized() -> HttpResponse {
-    let mut response = text(
-        StatusCode::UNAUTHORIZED,
-        "authentication required: send the user and password configured in basic_auth_users\n",
-    );
-    response.headers_mut().insert(
-        hyper::header::WWW_AUTHENTICATE,
-        HeaderValue::from_static(super::auth::CHALLENGE),
-    );
-    response
-}
-
-/// A plain-text response.
-pub fn text(status: StatusCode, body: &str) -> HttpResponse {
-    respond(status, "text/plain; charset=utf-8", body.to_string())
-}
-
-fn json_value(value: &serde_json::Value) -> HttpResponse {
-    respond(StatusCode::OK, "application/json", value.to_string())
-}
-
-/// A response with a body and content type.
-pub fn respond(
-    status: StatusCode,
-    content_type: &'static str,
-    body: impl Into<Bytes>,
-) -> HttpResponse {
-    let mut response = Response::new(Full::new(body.into()));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::accepts_gzip;
-
-    #[test]
-    fn gzip_negotiation() {
-        assert!(accepts_gzip("gzip"));
-        assert!(accepts_gzip("deflate, GZIP;q=0.5"));
-        assert!(!accepts_gzip("gzip;q=0"));
-        assert!(!accepts_gzip("identity"));
     }
 }

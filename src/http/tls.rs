@@ -19,7 +19,7 @@ use tokio_rustls::rustls::{
 };
 use tokio_rustls::TlsAcceptor;
 
-use super::webconfig::{ClientAuth, TlsSettings, TlsVersion};
+use super::tls_settings::{ClientAuth, TlsSettings, TlsVersion};
 
 /// A problem with one field of `tls_server_config`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,7 +34,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
 use super::tls::{self, Material, TlsError};
-use super::webconfig::TlsSettings;
+use super::tls_settings::TlsSettings;
 use crate::exporter::families::{unit, Family};
 use crate::files::{read_bounded, MAX_PEM_BYTES};
 

@@ -21,7 +21,7 @@ use hyper::header::{
 };
 use hyper::{Request, Response, StatusCode};
 
-use super::routes::{accepts_gzip, text, HttpResponse};
+use super::response::{accepts_gzip, text, HttpResponse};
 
 /// One embedded file.
 struct Source {

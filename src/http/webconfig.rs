@@ -25,13 +25,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::Problem;
+use crate::problem::Problem;
 use hyper::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 
 use super::auth::BasicAuth;
 use super::tls;
 use super::tls_reload::{Fingerprint, TlsReloader};
+pub use super::tls_settings::{ClientAuth, TlsSettings, TlsVersion};
 
 /// The file as written; unknown keys are errors.
 #[derive(Debug, Default, Deserialize)]
@@ -63,82 +64,6 @@ struct RawTls {
 #[serde(deny_unknown_fields, expecting = "a mapping with headers")]
 struct RawHttp {
     headers: Option<BTreeMap<String, String>>,
-}
-
-/// Which client certificates the server asks for, as in exporter-toolkit
-/// (Go's `tls.ClientAuthType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientAuth {
-    /// No client certificate is asked for (the default).
-    NoClientCert,
-    /// Asked for, not required, not verified.
-    RequestClientCert,
-    /// Required, not verified.
-    RequireAnyClientCert,
-    /// Not required; verified against `client_ca_file` when given.
-    VerifyClientCertIfGiven,
-    /// Required and verified against `client_ca_file`.
-    RequireAndVerifyClientCert,
-}
-
-impl ClientAuth {
-    const NAMES: &'static str = "NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert";
-
-    fn parse(text: &str) -> Option<ClientAuth> {
-        Some(match text {
-            "" | "NoClientCert" => ClientAuth::NoClientCert,
-            "RequestClientCert" => ClientAuth::RequestClientCert,
-            // "RequireClientCert": exporter-toolkit's older name.
-            "RequireAnyClientCert" | "RequireClientCert" => ClientAuth::RequireAnyClientCert,
-            "VerifyClientCertIfGiven" => ClientAuth::VerifyClientCertIfGiven,
-            "RequireAndVerifyClientCert" => ClientAuth::RequireAndVerifyClientCert,
-            _ => return None,
-        })
-    }
-
-    /// Whether certificates are checked against a CA.
-    pub fn verifies(self) -> bool {
-        matches!(
-            self,
-            ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert
-        )
-    }
-}
-
-/// A TLS protocol version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum TlsVersion {
-    /// TLS 1.2.
-    Tls12,
-    /// TLS 1.3.
-    Tls13,
-}
-
-impl TlsVersion {
-    fn parse(text: &str) -> Option<TlsVersion> {
-        match text {
-            "TLS12" => Some(TlsVersion::Tls12),
-            "TLS13" => Some(TlsVersion::Tls13),
-            _ => None,
-        }
-    }
-}
-
-/// `tls_server_config`, checked, with paths resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TlsSettings {
-    /// Server certificate chain (PEM).
-    pub cert_file: PathBuf,
-    /// Server private key (PEM).
-    pub key_file: PathBuf,
-    /// Client certificate policy.
-    pub client_auth: ClientAuth,
-    /// CAs that client certificates are verified against (PEM).
-    pub client_ca_file: Option<PathBuf>,
-    /// Oldest protocol accepted.
-    pub min_version: TlsVersion,
-    /// Newest protocol accepted.
-    pub max_version: TlsVersion,
 }
 
 /// Everything the server needs from a web configuration file, ready to use.
@@ -550,17 +475,23 @@ impl Checker<'_> {
     }
 }
 
+/// Why a password hash is not one the server can check.
+#[derive(Debug, thiserror::Error)]
+pub enum BcryptHashError {
+    /// Not a bcrypt hash at all.
+    #[error("is not a bcrypt hash (60 characters starting with $2y$, $2b$ or $2a$)")]
+    NotBcrypt(#[source] bcrypt::BcryptError),
+    /// A bcrypt hash whose cost bcrypt cannot compute.
+    #[error("the bcrypt cost {0} is out of range 4-31")]
+    Cost(u32),
+}
+
 /// Checks that `hash` is a bcrypt hash (`$2a$`, `$2b$`, `$2x$`, `$2y$`, cost 4–31).
-pub fn check_bcrypt(hash: &str) -> Result<(), String> {
+pub fn check_bcrypt(hash: &str) -> Result<(), BcryptHashError> {
     match hash.parse::<bcrypt::HashParts>() {
         Ok(parts) if (4..=31).contains(&parts.get_cost()) => Ok(()),
-        Ok(parts) => Err(format!(
-            "the bcrypt cost {} is out of range 4-31",
-            parts.get_cost()
-        )),
-        Err(_) => {
-            Err("is not a bcrypt hash (60 characters starting with $2y$, $2b$ or $2a$)".into())
-        }
+        Ok(parts) => Err(BcryptHashError::Cost(parts.get_cost())),
+        Err(e) => Err(BcryptHashError::NotBcrypt(e)),
     }
 }
 

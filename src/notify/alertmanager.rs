@@ -12,8 +12,9 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Map, Value};
 
 use super::http::{post_json, Auth};
-use super::webhook::{generator_url, rfc3339};
 use super::Outcome;
+use crate::outbox::message::{generator_url, rfc3339};
+use crate::outbox::{OutboxMessage, Status};
 use crate::rules::{Alert, AlertState};
 
 /// How many resend intervals a firing alert stays valid in Alertmanager
@@ -50,59 +51,53 @@ impl AlertmanagerConfig {
     }
 }
 
-/// Why an outbox message is not an alert notification (a message no
-/// retry can send).
+/// Why an outbox message cannot be pushed to Alertmanager (no retry can
+/// send it).
 #[derive(Debug, thiserror::Error)]
 pub enum NotAlerts {
-    /// It does not parse.
-    #[error("not JSON ({0})")]
-    NotJson(#[from] serde_json::Error),
-    /// It has no `alerts` array.
-    #[error("it has no \"alerts\" list")]
+    /// It has no alerts.
+    #[error("it has no alerts")]
     NoAlerts,
     /// A resolved alert without its end time.
     #[error("a resolved alert has no endsAt")]
     NoEnd,
 }
 
-/// Renders an outbox message (the webhook v4 JSON) as Alertmanager's
-/// postable alerts, firing ones valid until `now + valid_for`.
-pub fn render(payload: &str, now: SystemTime, valid_for: Duration) -> Result<Value, NotAlerts> {
-    let message: Value = serde_json::from_str(payload)?;
-    let alerts = message["alerts"].as_array().ok_or(NotAlerts::NoAlerts)?;
-    let mut postable = Vec::with_capacity(alerts.len());
-    for alert in alerts {
-        let firing = alert["status"] == "firing";
-        let ends = if firing {
-            rfc3339(now + valid_for)
-        } else {
-            alert["endsAt"]
-                .as_str()
-                .ok_or(NotAlerts::NoEnd)?
-                .to_string()
+/// Renders an outbox message as Alertmanager's postable alerts, firing
+/// ones valid until `now + valid_for`.
+pub fn render(
+    message: &OutboxMessage,
+    now: SystemTime,
+    valid_for: Duration,
+) -> Result<Value, NotAlerts> {
+    if message.alerts.is_empty() {
+        return Err(NotAlerts::NoAlerts);
+    }
+    let mut postable = Vec::with_capacity(message.alerts.len());
+    for alert in &message.alerts {
+        let ends = match alert.status {
+            Status::Firing => rfc3339(now + valid_for),
+            Status::Resolved => alert.ended().ok_or(NotAlerts::NoEnd)?.to_string(),
         };
         postable.push(json!({
-            "labels": non_empty(&alert["labels"]),
-            "annotations": non_empty(&alert["annotations"]),
-            "startsAt": alert["startsAt"],
+            "labels": non_empty(&alert.labels),
+            "annotations": non_empty(&alert.annotations),
+            "startsAt": alert.starts_at,
             "endsAt": ends,
-            "generatorURL": alert["generatorURL"],
+            "generatorURL": alert.generator_url,
         }));
     }
     Ok(Value::Array(postable))
 }
 
-/// The string entries of a JSON object with a value (Alertmanager, like
-/// Prometheus, treats an empty label as no label).
-fn non_empty(object: &Value) -> Value {
-    let mut kept = Map::new();
-    if let Some(entries) = object.as_object() {
-        for (name, value) in entries {
-            if value.as_str().is_some_and(|v| !v.is_empty()) {
-                kept.insert(name.clone(), value.clone());
-            }
-        }
-    }
+/// The entries with a value (Alertmanager, like Prometheus, treats an
+/// empty label as no label).
+fn non_empty(map: &BTreeMap<String, String>) -> Value {
+    let kept: Map<String, Value> = map
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
     Value::Object(kept)
 }
 
@@ -119,8 +114,8 @@ pub fn resend_body(
         .iter()
         .filter_map(|alert| match alert.state {
             AlertState::Firing { since, .. } => Some(json!({
-                "labels": non_empty(&json!(alert.labels)),
-                "annotations": non_empty(&json!(alert.annotations)),
+                "labels": non_empty(&alert.labels),
+                "annotations": non_empty(&alert.annotations),
                 "startsAt": rfc3339(since),
                 "endsAt": rfc3339(now + valid_for),
                 "generatorURL": generator,
@@ -148,8 +143,8 @@ pub fn post(config: &AlertmanagerConfig, body: &str) -> Outcome {
 
 /// Sends one outbox message (blocking: run it on a blocking thread). A
 /// message that cannot be rendered fails for good, with the reason.
-pub fn send(config: &AlertmanagerConfig, payload: &str) -> Outcome {
-    match render(payload, SystemTime::now(), config.valid_for()) {
+pub fn send(config: &AlertmanagerConfig, message: &OutboxMessage) -> Outcome {
+    match render(message, SystemTime::now(), config.valid_for()) {
         Ok(body) => post(config, &body.to_string()),
         Err(why) => Outcome::Permanent(format!(
             "the outbox message is not an alert notification: {why}"
@@ -196,13 +191,13 @@ mod tests {
             since,
             last_true: since,
         };
-        let message = super::super::webhook::payload(
+        let message = OutboxMessage::single(
             &transition(AlertState::Pending { since }, firing),
             "am",
             "http://node:9842/",
+            None,
         )
-        .expect("a message")
-        .to_string();
+        .expect("a message");
         let now = since + Duration::from_secs(30);
         let body = render(&message, now, Duration::from_secs(240)).expect("renders");
         let alert = &body[0];
@@ -217,17 +212,25 @@ mod tests {
         assert!(alert.get("status").is_none() && alert.get("fingerprint").is_none());
 
         let at = since + Duration::from_secs(60);
-        let message = super::super::webhook::payload(
+        let mut message = OutboxMessage::single(
             &transition(firing, AlertState::Resolved { at }),
             "am",
             "",
+            None,
         )
-        .expect("a message")
-        .to_string();
+        .expect("a message");
         let body = render(&message, now, Duration::from_secs(240)).expect("renders");
         assert_eq!(body[0]["endsAt"], "2023-11-14T22:14:20.000Z");
-        assert!(render("{}", now, Duration::ZERO).is_err());
-        assert!(render("nope", now, Duration::ZERO).is_err());
+        message.alerts[0].ends_at = String::new();
+        assert!(matches!(
+            render(&message, now, Duration::ZERO),
+            Err(NotAlerts::NoEnd)
+        ));
+        message.alerts.clear();
+        assert!(matches!(
+            render(&message, now, Duration::ZERO),
+            Err(NotAlerts::NoAlerts)
+        ));
     }
 
     #[test]

@@ -14,18 +14,30 @@ pub struct Backoff {
     max: Duration,
 }
 
+/// Why two retry delays make no backoff.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackoffError {
+    /// `min` is 0.
+    #[error("the shortest retry delay must be more than 0")]
+    ZeroMin,
+    /// `max < min`.
+    #[error("the longest retry delay ({}) is shorter than the shortest ({})", humantime::format_duration(*.max), humantime::format_duration(*.min))]
+    Inverted {
+        /// The shortest delay.
+        min: Duration,
+        /// The longest delay.
+        max: Duration,
+    },
+}
+
 impl Backoff {
     /// Checks `0 < min <= max`.
-    pub fn new(min: Duration, max: Duration) -> Result<Backoff, String> {
+    pub fn new(min: Duration, max: Duration) -> Result<Backoff, BackoffError> {
         if min.is_zero() {
-            return Err("the shortest retry delay must be more than 0".to_string());
+            return Err(BackoffError::ZeroMin);
         }
         if max < min {
-            return Err(format!(
-                "the longest retry delay ({}) is shorter than the shortest ({})",
-                humantime::format_duration(max),
-                humantime::format_duration(min)
-            ));
+            return Err(BackoffError::Inverted { min, max });
         }
         Ok(Backoff { min, max })
     }
@@ -104,6 +116,6 @@ mod tests {
     fn rejects_zero_and_inverted_bounds() {
         assert!(Backoff::new(Duration::ZERO, Duration::from_secs(1)).is_err());
         let e = Backoff::new(Duration::from_secs(2), Duration::from_secs(1)).unwrap_err();
-        assert!(e.contains("shorter"), "{e}");
+        assert!(e.to_string().contains("shorter"), "{e}");
     }
 }

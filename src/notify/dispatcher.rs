@@ -25,6 +25,7 @@ use super::alertmanager::{self, AlertmanagerConfig};
 use super::{
     now_ms, outbox, random_unit, Outcome, ReceiverConfig, ReceiverKind, ReceiverStats, Redactor,
 };
+use crate::outbox::OutboxMessage;
 
 /// How often the outbox is looked at when nothing is due (new rows are
 /// noticed within this).
@@ -103,11 +104,20 @@ async fn step(
     if row.due_ms > now {
         return Ok(Duration::from_millis((row.due_ms - now) as u64).min(POLL));
     }
-    let body = row.payload.clone();
-    let sending = kind.clone();
-    // At shutdown the row stays, and goes out again after the restart.
-    let Some(outcome) = attempt(move || sending.send(&body), redactor, shutdown).await else {
-        return Ok(POLL);
+    let outcome = match OutboxMessage::parse(&row.payload) {
+        Ok(message) => {
+            let sending = kind.clone();
+            // At shutdown the row stays, and goes out again after the restart.
+            let Some(outcome) = attempt(move || sending.send(&message), redactor, shutdown).await
+            else {
+                return Ok(POLL);
+            };
+            outcome
+        }
+        // Written by a broken version, or by hand: no retry can send it.
+        Err(e) => Outcome::Permanent(format!(
+            "the outbox message is not an alert notification: {e}"
+        )),
     };
     stats.count(&outcome);
     let attempts = u32::try_from(row.attempts + 1).unwrap_or(u32::MAX);
@@ -220,8 +230,114 @@ mod tests {
     use super::*;
     use crate::history::{Durability, Store};
     use crate::notify::{Backoff, Secret, WebhookConfig};
+    use crate::outbox::message::tests::OLD_ROW;
     use std::collections::BTreeMap;
+    use std::io::{BufRead, BufReader, Read, Write};
     use std::sync::atomic::Ordering;
+
+    fn webhook(url: String) -> ReceiverConfig {
+        ReceiverConfig {
+            name: "hook".into(),
+            kind: ReceiverKind::Webhook(WebhookConfig {
+                url,
+                headers: BTreeMap::new(),
+                bearer_token: None,
+                timeout: Duration::from_secs(5),
+            }),
+            backoff: Backoff::default(),
+            route: crate::alerting::Route::default(),
+        }
+    }
+
+    /// Runs the dispatcher of `receiver` until its only row is no longer
+    /// pending; returns (state, attempts, last_error), or `None` when the
+    /// row was delivered (deleted).
+    async fn dispatch_one(
+        receiver: ReceiverConfig,
+        payload: &str,
+    ) -> Option<(String, i64, Option<String>)> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open_for_writing(&dir.path().join("h.db"), Durability::Normal)
+            .await
+            .expect("open");
+        let pool = store.pool.clone();
+        let mut tx = pool.begin().await.expect("begin");
+        outbox::insert(&mut tx, &receiver.name, "f1", payload, now_ms())
+            .await
+            .expect("insert");
+        tx.commit().await.expect("commit");
+        let stats = Arc::new(ReceiverStats::new(&receiver.name));
+        let (stop, shutdown) = watch::channel(false);
+        let task = tokio::spawn(run(receiver, pool.clone(), stats, shutdown));
+        let mut row = None;
+        for _ in 0..200 {
+            row = sqlx::query_as::<_, (String, i64, Option<String>)>(
+                "SELECT state, attempts, last_error FROM outbox WHERE fingerprint = 'f1'",
+            )
+            .fetch_optional(&pool)
+            .await
+            .expect("read");
+            if row.as_ref().is_none_or(|r| r.0 != "pending") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = stop.send(true);
+        task.await.expect("dispatcher");
+        row
+    }
+
+    /// A row written in the shape of the versions before the typed message
+    /// is still delivered, and the webhook gets what it said.
+    #[tokio::test]
+    async fn a_row_in_the_old_shape_still_delivers() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/alerts", listener.local_addr().expect("address"));
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().expect("a request");
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).expect("a header line");
+                if line.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse().expect("a length");
+                    }
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).expect("the body");
+            let mut stream = stream;
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .expect("answer");
+            String::from_utf8(body).expect("utf-8")
+        });
+        let row = dispatch_one(webhook(url), OLD_ROW).await;
+        assert_eq!(row, None, "delivered rows are deleted");
+        let body: serde_json::Value =
+            serde_json::from_str(&server.join().expect("server")).expect("JSON");
+        let old: serde_json::Value = serde_json::from_str(OLD_ROW).expect("JSON");
+        assert_eq!(body, old);
+    }
+
+    /// A row that is not a message fails at once, for good, saying why.
+    #[tokio::test]
+    async fn a_row_that_is_not_a_message_fails_for_good() {
+        let row = dispatch_one(webhook("http://127.0.0.1:1/alerts".into()), "{}").await;
+        let (state, attempts, error) = row.expect("kept");
+        assert_eq!((state.as_str(), attempts), ("failed", 1));
+        assert!(
+            error
+                .unwrap_or_default()
+                .contains("not an alert notification"),
+            "says why"
+        );
+    }
 
     /// A webhook whose header value has a line break can never be sent:
     /// its message fails at the first attempt and stays failed (it used to
@@ -234,7 +350,7 @@ mod tests {
             .expect("open");
         let pool = store.pool.clone();
         let mut tx = pool.begin().await.expect("begin");
-        outbox::insert(&mut tx, "hook", "f1", "{}", now_ms())
+        outbox::insert(&mut tx, "hook", "f1", OLD_ROW, now_ms())
             .await
             .expect("insert");
         tx.commit().await.expect("commit");

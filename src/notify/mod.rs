@@ -11,18 +11,17 @@
 //!
 //! Receivers built: the generic webhook (Alertmanager webhook v4 body) and
 //! Alertmanager push (its v2 API, with periodic re-sends while firing) and
-//! email ([`email`]). Every outbox row holds the same neutral message, the
-//! v4 JSON with extra [`details`] (value, threshold, GPU name, the
-//! reading's recent history) that each receiver renders from.
+//! email ([`email`]). Every outbox row holds the same neutral message, an
+//! [`OutboxMessage`] ([`crate::outbox`]: the v4 JSON with extra [`details`]:
+//! value, threshold, GPU name, the reading's recent history) that each
+//! receiver renders from.
 
 pub mod alertmanager;
 mod backoff;
 pub mod cleanup;
-pub mod details;
 mod dispatcher;
 pub mod email;
 pub mod http;
-pub mod outbox;
 pub mod redact;
 pub mod webhook;
 
@@ -37,8 +36,11 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::exporter::families::{unit, Family};
+use crate::outbox::OutboxMessage;
 
 pub use crate::gpu::now_ms;
+pub use crate::outbox::details;
+pub use crate::outbox::store as outbox;
 pub use alertmanager::AlertmanagerConfig;
 pub use backoff::{random_unit, Backoff};
 pub use dispatcher::run;
@@ -108,9 +110,9 @@ pub struct ReceiverConfig {
 /// The kinds of receiver, each with its settings.
 ///
 /// Every outbox row holds the same neutral message (the Alertmanager
-/// webhook v4 JSON of [`webhook::payload`]); each kind renders what it sends
+/// webhook v4 shape, an [`OutboxMessage`]); each kind renders what it sends
 /// from it. Adding a kind means a module with a blocking
-/// `send(&Config, payload_json) -> Outcome`, a variant here and its arm in
+/// `send(&Config, &OutboxMessage) -> Outcome`, a variant here and its arm in
 /// [`ReceiverKind::send`] (plus its `[[receivers]]` validation in
 /// `crate::config`).
 #[derive(Debug, Clone, PartialEq)]
@@ -134,13 +136,13 @@ impl ReceiverKind {
         }
     }
 
-    /// Sends one outbox message (`payload`: the v4 JSON) and says what
+    /// Sends one outbox message and says what
     /// became of it. Blocking: the dispatcher runs it on a blocking thread.
-    pub fn send(&self, payload: &str) -> Outcome {
+    pub fn send(&self, message: &OutboxMessage) -> Outcome {
         match self {
-            ReceiverKind::Webhook(config) => webhook::send(config, payload),
-            ReceiverKind::Alertmanager(config) => alertmanager::send(config, payload),
-            ReceiverKind::Email(config) => email::deliver(config, payload),
+            ReceiverKind::Webhook(config) => webhook::send(config, message),
+            ReceiverKind::Alertmanager(config) => alertmanager::send(config, message),
+            ReceiverKind::Email(config) => email::send_message(config, message),
         }
     }
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::eval::gpu_id;
+use super::rule::gpu_id;
 use crate::gpu::{GpuSnapshot, Snapshot};
 
 /// Time constant of the baseline averages.

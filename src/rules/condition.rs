@@ -283,7 +283,7 @@ pub enum Condition {
     },
     /// Not one more instance of a workload profile fits on any GPU of the
     /// node (node-level; made from `[[profiles]]`, see
-    /// [`crate::capacity::rules`]).
+    /// [`crate::rules::capacity::rules`]).
     FitsNowhere {
         /// The profile.
         profile: crate::capacity::Profile,
@@ -441,7 +441,7 @@ fn parse_call(function: &str, args: &[&str], text: &str) -> Result<Condition, St
         }
         "stale" => {
             let arg = one()?;
-            let limits = crate::config::limits::STALE_AGE;
+            let limits = crate::limits::STALE_AGE;
             match humantime::parse_duration(arg) {
                 Ok(max_age) if (limits.min..=limits.max).contains(&max_age) => {
                     Ok(Condition::Stale { max_age })
@@ -489,7 +489,7 @@ fn parse_number(metric: Metric, text: &str) -> Result<f64, String> {
         }
     }
     if metric.is_bytes() {
-        if let Ok(bytes) = crate::config::parse_size(text) {
+        if let Ok(bytes) = crate::limits::parse_size(text) {
             return Ok(bytes as f64);
         }
         return Err(format!(

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::anomaly;
 use super::condition::{Condition, Counter, Flag, Metric};
-use super::rule::{AlertKey, AlertState, Rule, Target, Transition};
+use super::rule::{gpu_id, AlertKey, AlertState, Rule, Target, Transition};
 use super::template::Context;
 use crate::gpu::{FieldGroup, GpuSnapshot, Snapshot};
 
@@ -28,6 +28,13 @@ pub struct EvalState {
     pub alerts: BTreeMap<AlertKey, Alert>,
     /// Per GPU (by UUID): counter baselines and readings seen.
     pub gpus: BTreeMap<String, GpuMemory>,
+    /// Per rule: the checks of its condition (per GPU, or per node) that
+    /// gave it a value to judge — a reading, an anomaly score, an Xid or
+    /// counter increase seen — since the agent started, so that a rule
+    /// whose readings never come, or whose detector never warms up, shows
+    /// (`gpuwatch_rule_values_total`). Not saved: a counter starts at 0.
+    #[serde(skip)]
+    pub values: BTreeMap<String, u64>,
 }
 
 /// One alert that is not inactive.
@@ -79,6 +86,7 @@ pub fn evaluate(
     let mut next = EvalState {
         alerts: BTreeMap::new(),
         gpus: previous.gpus.clone(),
+        values: previous.values.clone(),
     };
     let mut changes = BTreeMap::new();
     let peers = anomaly::peer_excess(snapshot);
@@ -103,6 +111,7 @@ pub fn evaluate(
                 target: Target::Node,
             };
             let (holds, value) = node_check(&rule.condition, snapshot, now);
+            count_value(&mut next.values, rule, value);
             let stay = stays(rule, holds, value);
             step(
                 rule,
@@ -125,6 +134,7 @@ pub fn evaluate(
                 (Some(changes), Some(memory)) => check(&rule.condition, gpu, changes, memory),
                 _ => (false, None),
             };
+            count_value(&mut next.values, rule, value);
             if !holds && !rule_active {
                 continue;
             }
@@ -181,12 +191,15 @@ pub fn evaluate(
     (next, transitions)
 }
 
-/// The id alerts and memories use for a GPU: its UUID, or `index:N`.
-pub fn gpu_id(gpu: &GpuSnapshot) -> String {
-    if gpu.uuid.is_empty() {
-        format!("index:{}", gpu.index)
-    } else {
-        gpu.uuid.clone()
+/// Counts a check of `rule`, +1 when it gave a value (every rule checked
+/// is listed, from 0).
+fn count_value(values: &mut BTreeMap<String, u64>, rule: &Rule, value: Option<f64>) {
+    let add = u64::from(value.is_some());
+    match values.get_mut(&rule.name) {
+        Some(n) => *n += add,
+        None => {
+            values.insert(rule.name.clone(), add);
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 
 pub mod anomaly;
 pub mod builtin;
+pub mod capacity;
 pub mod condition;
 pub mod eval;
 pub mod parse;
@@ -21,10 +22,10 @@ pub mod template;
 
 pub use builtin::builtin_rules;
 pub use condition::{Condition, Counter, Flag, Metric, Op};
-pub use eval::{evaluate, gpu_id, metric_value, Alert, EvalState, GpuMemory};
+pub use eval::{evaluate, metric_value, Alert, EvalState, GpuMemory};
 pub use parse::{parse_rules, rules_from_raw, RawRule, RawRules};
-pub use rule::{AlertKey, AlertState, Rule, Severity, Target, Transition};
-pub use template::{Context, Template};
+pub use rule::{fingerprint, gpu_id, AlertKey, AlertState, Rule, Severity, Target, Transition};
+pub use template::{Context, Template, TemplateError};
 
 #[cfg(test)]
 mod tests;

@@ -32,8 +32,8 @@ use super::builtin::builtin_rules;
 use super::condition::Condition;
 use super::rule::{Rule, Severity};
 use super::template::Template;
-use crate::config::limits::{self, show_duration, Limits};
-use crate::config::Problem;
+use crate::limits::{self, show_duration, Limits};
+use crate::problem::Problem;
 
 /// Labels the engine sets itself; a rule may not set them.
 pub const RESERVED_LABELS: &[&str] = &["alertname", "severity", "host", "gpu", "uuid"];
@@ -195,10 +195,10 @@ pub fn rules_from_raw(
                 Ok(template) => {
                     annotations.insert(key.clone(), template);
                 }
-                Err(message) => v.problem(
+                Err(error) => v.problem(
                     &format!("rules[{i}].annotations.{key}"),
                     Some(text.span()),
-                    &message,
+                    &error.to_string(),
                 ),
             }
         }

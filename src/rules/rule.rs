@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::condition::Condition;
 use super::template::Template;
+use crate::gpu::GpuSnapshot;
 
 /// How bad an alert is; the `severity` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -158,4 +159,32 @@ pub struct Transition {
     pub labels: BTreeMap<String, String>,
     /// The rendered annotations.
     pub annotations: BTreeMap<String, String>,
+}
+
+/// The id alerts and memories use for a GPU: its UUID, or `index:N`.
+pub fn gpu_id(gpu: &GpuSnapshot) -> String {
+    if gpu.uuid.is_empty() {
+        format!("index:{}", gpu.index)
+    } else {
+        gpu.uuid.clone()
+    }
+}
+
+/// The alert's stable dedup key: FNV-1a (64 bits, hex) over its sorted
+/// labels. The same alert (rule, GPU, labels) always gets the same one,
+/// across restarts and releases.
+pub fn fingerprint(labels: &BTreeMap<String, String>) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (name, value) in labels {
+        for byte in name
+            .bytes()
+            .chain([0xff])
+            .chain(value.bytes())
+            .chain([0xff])
+        {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("{hash:016x}")
 }

@@ -70,9 +70,20 @@ pub struct Context<'a> {
     pub hold: Duration,
 }
 
+/// Why an annotation template does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    /// A `{{` without its `}}`.
+    #[error("\"{{{{\" is not closed by \"}}}}\"")]
+    Unclosed,
+    /// `{{ x }}` names no placeholder.
+    #[error("\"{{{{ {0} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}}, {{{{ .threshold }}}} or {{{{ .for }}}}")]
+    UnknownPlaceholder(String),
+}
+
 impl Template {
     /// Parses `source`; an unknown placeholder or an unclosed `{{` is an error.
-    pub fn parse(source: &str) -> Result<Template, String> {
+    pub fn parse(source: &str) -> Result<Template, TemplateError> {
         let mut parts = Vec::new();
         let mut rest = source;
         while let Some(open) = rest.find("{{") {
@@ -81,18 +92,14 @@ impl Template {
             }
             let after = &rest[open + 2..];
             let Some(close) = after.find("}}") else {
-                return Err("\"{{\" is not closed by \"}}\"".to_string());
+                return Err(TemplateError::Unclosed);
             };
             let inner = after[..close].trim();
             let field = inner
                 .strip_prefix('.')
                 .and_then(|name| PLACEHOLDERS.iter().find(|(_, n)| *n == name))
                 .map(|(p, _)| *p)
-                .ok_or_else(|| {
-                    format!(
-                        "\"{{{{ {inner} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}}, {{{{ .threshold }}}} or {{{{ .for }}}}"
-                    )
-                })?;
+                .ok_or_else(|| TemplateError::UnknownPlaceholder(inner.to_string()))?;
             parts.push(Part::Field(field));
             rest = &after[close + 2..];
         }

@@ -10,18 +10,9 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::{Family, Labels};
+use crate::exporter::families::{uuid_label, Family, Labels};
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{GpuSnapshot, Snapshot};
-
-/// The `uuid` label value: "GPU-ABC..." becomes "abc...".
-pub fn uuid_label(uuid: &str) -> String {
-    let lower = uuid.to_ascii_lowercase();
-    lower
-        .strip_prefix("gpu-")
-        .map(str::to_string)
-        .unwrap_or(lower)
-}
 
 fn flag(value: Option<bool>) -> Option<f64> {
     value.map(|b| if b { 1.0 } else { 0.0 })

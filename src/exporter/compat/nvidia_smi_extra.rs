@@ -13,7 +13,7 @@ use crate::exporter::families::{Family, Labels};
 use crate::gpu::snapshot::unix_seconds_f64;
 use crate::gpu::{FieldGroup, GpuSnapshot, ProcessKind, Snapshot};
 
-use super::nvidia_smi::uuid_label;
+use crate::exporter::families::uuid_label;
 
 struct Families<'a> {
     index: Family<'a>,

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Outcome, Secret};
+use crate::outbox::OutboxMessage;
 
 pub use smtp::send;
 
@@ -101,8 +102,15 @@ impl EmailConfig {
 /// Renders and sends one outbox message (blocking: run it on a blocking
 /// thread). `payload` is the message's JSON.
 pub fn deliver(config: &EmailConfig, payload: &str) -> Outcome {
-    match serde_json::from_str::<serde_json::Value>(payload) {
-        Ok(payload) => send(config, &render::render(&payload)),
-        Err(e) => Outcome::Permanent(format!("the outbox message is not JSON: {e}")),
+    match OutboxMessage::parse(payload) {
+        Ok(message) => send_message(config, &message),
+        Err(e) => Outcome::Permanent(format!(
+            "the outbox message is not an alert notification: {e}"
+        )),
     }
+}
+
+/// Renders and sends `message` (blocking: run it on a blocking thread).
+pub fn send_message(config: &EmailConfig, message: &OutboxMessage) -> Outcome {
+    send(config, &render::render(message))
 }

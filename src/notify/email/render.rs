@@ -1,18 +1,16 @@
 //! The email for one outbox message: subject, plain text and HTML bodies,
-//! rendered from the neutral payload (the Alertmanager webhook v4 JSON with
-//! its `gpuwatch` details, see [`crate::notify::details`]). Pure: the same
-//! payload always gives the same email, so a retried message is identical.
+//! rendered from the neutral [`OutboxMessage`] (with its alert's details,
+//! see [`crate::outbox::details`]). Pure: the same message always gives the
+//! same email, so a retried message is identical.
 
 use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
 
-use serde_json::Value;
+use std::collections::BTreeMap;
 
 use crate::history::chart::sparkline;
-use crate::notify::details::{self, Details, HistorySummary, MetricDetails};
-
-/// Alertmanager's "zero" time: an alert still firing has no end.
-const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+use crate::outbox::details::{Details, HistorySummary, MetricDetails};
+use crate::outbox::{OutboxAlert, OutboxMessage, Status};
 
 /// One rendered email.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,51 +46,56 @@ struct Alert<'a> {
     details: Details,
 }
 
-fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+/// `key` of `map` when it has a value.
+fn text<'a>(map: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
+    map.get(key).map(String::as_str).filter(|s| !s.is_empty())
 }
 
 impl<'a> Alert<'a> {
-    fn read(payload: &'a Value) -> Alert<'a> {
-        let alert = payload
-            .get("alerts")
-            .and_then(|a| a.get(0))
-            .unwrap_or(&Value::Null);
-        let labels = alert.get("labels").unwrap_or(&Value::Null);
-        let annotations = alert.get("annotations").unwrap_or(&Value::Null);
-        let label = |k| text(labels, k);
+    /// The first alert of `message`: email messages are never grouped
+    /// (the configuration refuses `group_wait` for email receivers), so it
+    /// is the only one.
+    fn read(message: &'a OutboxMessage) -> Alert<'a> {
+        static NONE: OutboxAlert = OutboxAlert {
+            status: Status::Firing,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            starts_at: String::new(),
+            ends_at: String::new(),
+            generator_url: String::new(),
+            fingerprint: String::new(),
+            details: None,
+        };
+        let alert = message.alerts.first().unwrap_or(&NONE);
+        let label = |k| text(&alert.labels, k);
         Alert {
-            status: text(alert, "status")
-                .or_else(|| text(payload, "status"))
-                .unwrap_or("firing"),
+            status: match alert.status {
+                Status::Firing => "firing",
+                Status::Resolved => "resolved",
+            },
             name: label("alertname").unwrap_or("alert"),
             severity: label("severity").unwrap_or("none"),
             host: label("host").or_else(|| label("instance")).unwrap_or(""),
             gpu: label("gpu"),
             uuid: label("uuid"),
-            summary: text(annotations, "summary"),
-            description: text(annotations, "description"),
-            starts: text(alert, "startsAt").unwrap_or(""),
-            ends: text(alert, "endsAt").filter(|e| *e != ZERO_TIME),
-            fingerprint: text(alert, "fingerprint").unwrap_or(""),
-            external_url: text(payload, "externalURL")
-                .unwrap_or("")
-                .trim_end_matches('/'),
-            labels: labels
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .filter(|(k, _)| {
-                            !matches!(
-                                k.as_str(),
-                                "alertname" | "severity" | "host" | "gpu" | "uuid"
-                            )
-                        })
-                        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
-                        .collect()
+            summary: text(&alert.annotations, "summary"),
+            description: text(&alert.annotations, "description"),
+            starts: &alert.starts_at,
+            ends: alert.ended(),
+            fingerprint: &alert.fingerprint,
+            external_url: message.external_url.trim_end_matches('/'),
+            labels: alert
+                .labels
+                .iter()
+                .filter(|(k, _)| {
+                    !matches!(
+                        k.as_str(),
+                        "alertname" | "severity" | "host" | "gpu" | "uuid"
+                    )
                 })
-                .unwrap_or_default(),
-            details: details::read(payload),
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect(),
+            details: alert.details.clone().unwrap_or_default(),
         }
     }
 
@@ -219,9 +222,9 @@ impl<'a> Alert<'a> {
     }
 }
 
-/// Renders the email for `payload` (an outbox message).
-pub fn render(payload: &Value) -> Rendered {
-    let alert = Alert::read(payload);
+/// Renders the email for `message`.
+pub fn render(message: &OutboxMessage) -> Rendered {
+    let alert = Alert::read(message);
     Rendered {
         subject: alert.subject(),
         text: plain(&alert),
@@ -493,11 +496,11 @@ fn clock(unix: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notify::details::{attach, HistorySummary, MetricDetails};
+    use crate::outbox::message::ZERO_TIME;
     use serde_json::json;
 
-    fn payload(status: &str, external_url: &str) -> Value {
-        let mut p = json!({
+    fn payload(status: &str, external_url: &str) -> OutboxMessage {
+        let p = json!({
             "version": "4",
             "status": status,
             "receiver": "mail",
@@ -518,32 +521,30 @@ mod tests {
                 "fingerprint": "0123456789abcdef",
             }],
         });
-        attach(
-            &mut p,
-            &Details {
-                condition: Some("clock_event(hw_thermal_slowdown)".into()),
-                value: Some(1.0),
-                threshold: None,
-                gpu_name: Some("NVIDIA H100".into()),
-                metric: Some(MetricDetails {
-                    name: "temperature".into(),
-                    label: "GPU temperature".into(),
-                    unit: "°C".into(),
-                    current: Some(90.0),
-                    limit: Some(88.0),
-                    limit_name: Some("slowdown threshold".into()),
-                    history: Some(HistorySummary {
-                        from: 1_795_000_000.0,
-                        to: 1_795_001_800.0,
-                        step_seconds: 30.0,
-                        min: 64.0,
-                        avg: 72.25,
-                        max: 90.0,
-                        points: vec![Some(64.0), None, Some(80.0), Some(90.0)],
-                    }),
+        let mut p: OutboxMessage = serde_json::from_value(p).expect("a message");
+        p.alerts[0].details = Some(Details {
+            condition: Some("clock_event(hw_thermal_slowdown)".into()),
+            value: Some(1.0),
+            threshold: None,
+            gpu_name: Some("NVIDIA H100".into()),
+            metric: Some(MetricDetails {
+                name: "temperature".into(),
+                label: "GPU temperature".into(),
+                unit: "°C".into(),
+                current: Some(90.0),
+                limit: Some(88.0),
+                limit_name: Some("slowdown threshold".into()),
+                history: Some(HistorySummary {
+                    from: 1_795_000_000.0,
+                    to: 1_795_001_800.0,
+                    step_seconds: 30.0,
+                    min: 64.0,
+                    avg: 72.25,
+                    max: 90.0,
+                    points: vec![Some(64.0), None, Some(80.0), Some(90.0)],
                 }),
-            },
-        );
+            }),
+        });
         p
     }
 
@@ -614,7 +615,7 @@ mod tests {
     #[test]
     fn without_details_the_history_section_is_left_out() {
         let mut p = payload("firing", "");
-        p["alerts"][0].as_object_mut().unwrap().remove("gpuwatch");
+        p.alerts[0].details = None;
         let r = render(&p);
         assert_eq!(r.subject, "[FIRING] GpuHwThermalSlowdown on node-1 gpu 3");
         assert!(!r.text.contains("last 30 min"));

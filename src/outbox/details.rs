@@ -5,14 +5,13 @@
 //! the outbox, so a message delivered late (a mail server down for an hour)
 //! still shows the history up to the moment the alert fired or resolved.
 //!
-//! It travels in the outbox payload as `alerts[0].gpuwatch` (see
-//! [`attach`]): an extra member of the Alertmanager webhook v4 alert object,
-//! which existing webhook receivers ignore.
+//! It travels in the outbox message as each alert's `gpuwatch` member
+//! ([`super::OutboxAlert::details`]): an extra member of the Alertmanager
+//! webhook v4 alert object, which existing webhook receivers ignore.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sqlx::SqlitePool;
 
 use crate::gpu::{reasons, GpuSnapshot, Snapshot};
@@ -338,31 +337,6 @@ fn summarize(
     })
 }
 
-/// Puts `details` into a payload built by [`super::webhook::payload`], as
-/// `alerts[0].gpuwatch`.
-pub fn attach(payload: &mut Value, details: &Details) {
-    if let (Some(alert), Ok(value)) = (
-        payload
-            .get_mut("alerts")
-            .and_then(|a| a.get_mut(0))
-            .and_then(Value::as_object_mut),
-        serde_json::to_value(details),
-    ) {
-        alert.insert("gpuwatch".to_string(), value);
-    }
-}
-
-/// Reads `alerts[0].gpuwatch` back (empty when absent, as in messages
-/// written before it existed).
-pub fn read(payload: &Value) -> Details {
-    payload
-        .get("alerts")
-        .and_then(|a| a.get(0))
-        .and_then(|a| a.get("gpuwatch"))
-        .and_then(|d| serde_json::from_value(d.clone()).ok())
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,9 +414,11 @@ mod tests {
     }
 
     #[test]
-    fn details_round_trip_through_the_payload() {
-        let mut payload = serde_json::json!({"alerts": [{"status": "firing"}]});
-        assert_eq!(read(&payload), Details::default());
+    fn details_round_trip_through_the_message() {
+        let mut message =
+            crate::outbox::OutboxMessage::parse(r#"{"alerts": [{"status": "firing"}]}"#)
+                .expect("a message");
+        assert_eq!(message.alerts[0].details, None);
         let details = Details {
             condition: Some("temperature > 85".into()),
             value: Some(90.0),
@@ -450,8 +426,11 @@ mod tests {
             gpu_name: Some("NVIDIA H100".into()),
             metric: None,
         };
-        attach(&mut payload, &details);
-        assert_eq!(payload["alerts"][0]["gpuwatch"]["gpuName"], "NVIDIA H100");
-        assert_eq!(read(&payload), details);
+        message.alerts[0].details = Some(details.clone());
+        let json = message.to_json().expect("JSON");
+        let value: serde_json::Value = serde_json::from_str(&json).expect("parses");
+        assert_eq!(value["alerts"][0]["gpuwatch"]["gpuName"], "NVIDIA H100");
+        let back = crate::outbox::OutboxMessage::parse(&json).expect("reads back");
+        assert_eq!(back.alerts[0].details, Some(details));
     }
 }

@@ -1,6 +1,9 @@
 //! The range every numeric setting accepts: one constant per setting, so
 //! that the validator, the README's configuration reference (a test
-//! compares them) and the messages all say the same.
+//! compares them) and the messages all say the same; and sizes and
+//! durations as the settings write them ([`parse_size`], [`show_size`],
+//! [`show_duration`]). A leaf: the configuration and the rules (whose
+//! conditions and `for:` take sizes and durations) both use it.
 //!
 //! Why ranges at all: a value the file format accepts may still break the
 //! agent. `server.max_connections = 2305843009213693952` panicked the HTTP
@@ -203,4 +206,35 @@ pub fn show_size(bytes: u64) -> String {
         }
     }
     format!("{bytes}B")
+}
+
+/// A size that does not read as one; the message says how to write it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("\"{0}\" is not a size: write it like 500MiB, 2GiB or 1GB")]
+pub struct SizeError(pub String);
+
+/// Parses a size such as "2GiB", "500MB" or "1048576" into bytes (sizes
+/// past `u64::MAX` bytes come out as `u64::MAX`).
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let multiplier: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        "kib" | "k" => 1024.0,
+        "mib" | "m" => 1024.0 * 1024.0,
+        "gib" | "g" => 1024.0 * 1024.0 * 1024.0,
+        "tib" | "t" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(SizeError(text.to_string())),
+    };
+    match number.parse::<f64>() {
+        Ok(n) if n.is_finite() && n >= 0.0 => Ok((n * multiplier) as u64),
+        _ => Err(SizeError(text.to_string())),
+    }
 }

@@ -1,0 +1,21 @@
+//! The notification outbox: the contract between the alerting task, which
+//! writes a message for each alert transition a receiver is to hear about
+//! (in the transaction that stores the transition), and the notifiers,
+//! which read and send them ([`crate::notify`]).
+//!
+//! - [`message`]: the message type, [`OutboxMessage`], stored as JSON in
+//!   the Alertmanager webhook v4 shape (so rows written by earlier versions
+//!   still read).
+//! - [`details`]: what a message says beyond labels and annotations (the
+//!   reading behind the alert and its recent history), gathered when the
+//!   message is written.
+//! - [`store`]: the outbox table's SQL.
+//!
+//! Neither side imports the other: both import this module.
+
+pub mod details;
+pub mod message;
+pub mod store;
+
+pub use details::Details;
+pub use message::{OutboxAlert, OutboxMessage, Status};
