@@ -292,7 +292,7 @@ async fn serve_until_signal(
         capacity: std::sync::Arc::new(config.capacity.clone()),
     };
     let mut exporter = Exporter::with_processes(sampler.snapshots(), stale_after, processes)
-        .with_compat(sampler.snapshots(), config.server.metrics_compat.clone());
+        .with_compat(config.server.metrics_compat.clone());
     if let Some(reloader) = &security.tls {
         // Certificate expiry and reloads (the files are watched by the server).
         exporter = exporter.with(reloader.collector());
