@@ -150,8 +150,13 @@ impl Exporter {
     /// Adds another component's `gpuwatch_*` metrics (e.g. the history
     /// writer's), encoded at scrape time.
     pub fn with(mut self, collector: Box<dyn Collector>) -> Exporter {
-        self.tail.register_collector(collector);
+        self.add(collector);
         self
+    }
+
+    /// [`Exporter::with`] in place.
+    pub fn add(&mut self, collector: Box<dyn Collector>) {
+        self.tail.register_collector(collector);
     }
 
     /// Also exports the drop-in families of other exporters (`sets`; see
