@@ -104,8 +104,8 @@ impl Collector for CompatCollector {
         let snapshot = &self.snapshot;
         for set in &self.sets {
             match set {
-                MetricsCompat::Dcgm => dcgm::encode(&snapshot, &mut encoder)?,
-                MetricsCompat::NvidiaSmi => nvidia_smi::encode(&snapshot, &mut encoder)?,
+                MetricsCompat::Dcgm => dcgm::encode(snapshot, &mut encoder)?,
+                MetricsCompat::NvidiaSmi => nvidia_smi::encode(snapshot, &mut encoder)?,
             }
         }
         Ok(())
