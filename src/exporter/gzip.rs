@@ -50,6 +50,39 @@ impl Piece {
     }
 }
 
+impl Piece {
+    /// `text` in stored (uncompressed) blocks: for the few hundred bytes
+    /// read at each scrape, where resetting a compressor (hundreds of KiB of
+    /// tables) would cost more than the bytes saved.
+    pub fn stored(text: &[u8]) -> Piece {
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(text);
+        let mut deflated = Vec::with_capacity(text.len() + 5 * (text.len() / 65_535 + 1));
+        for chunk in text.chunks(usize::from(u16::MAX)) {
+            // BFINAL 0, BTYPE 00, padded to the byte; LEN and its complement.
+            let len = chunk.len() as u16;
+            deflated.push(0);
+            deflated.extend_from_slice(&len.to_le_bytes());
+            deflated.extend_from_slice(&(!len).to_le_bytes());
+            deflated.extend_from_slice(chunk);
+        }
+        Piece {
+            deflated,
+            crc,
+            len: text.len() as u64,
+        }
+    }
+
+    /// Stored when `text` is small (under 4 KiB), deflated otherwise.
+    pub fn small(text: &[u8]) -> Result<Piece, flate2::CompressError> {
+        if text.len() < 4096 {
+            Ok(Piece::stored(text))
+        } else {
+            Piece::deflate(text)
+        }
+    }
+}
+
 fn deflate_with(compress: &mut Compress, text: &[u8]) -> Result<Vec<u8>, flate2::CompressError> {
     compress.reset();
     let mut out = Vec::with_capacity(text.len() / 4 + 64);
@@ -119,6 +152,13 @@ mod tests {
             .collect();
         let texts: [&[u8]; 4] = [b"# HELP a\n", big.as_bytes(), b"", b"tail 1\n"];
         let pieces: Vec<Piece> = texts.iter().map(|t| Piece::deflate(t).unwrap()).collect();
+        // Stored pieces mix with deflated ones, large ones in several blocks.
+        let stored: Vec<Piece> = texts.iter().map(|t| Piece::stored(t)).collect();
+        let mixed = [&stored[0], &pieces[1], &stored[2], &stored[1], &pieces[3]];
+        assert_eq!(
+            gunzip(&member(&mixed)),
+            [texts[0], texts[1], texts[2], texts[1], texts[3]].concat()
+        );
         let refs: Vec<&Piece> = pieces.iter().collect();
         let joined: Vec<u8> = texts.concat();
         assert_eq!(gunzip(&member(&refs)), joined);

@@ -219,7 +219,7 @@ impl Exporter {
         let gzipped = encoded.deflated().and_then(|fixed| {
             let live: Vec<gzip::Piece> = live
                 .iter()
-                .map(|part| gzip::Piece::deflate(part.as_bytes()))
+                .map(|part| gzip::Piece::small(part.as_bytes()))
                 .collect::<Result<_, _>>()
                 .ok()?;
             let mut pieces = Vec::with_capacity(live.len() + fixed.len());
