@@ -4,7 +4,7 @@ for a while at the default 1 s interval, scraped every 15 s like Prometheus
 does, and prints its steady RSS and CPU share.
 
 Usage: scripts/bench_agent.py [--seconds 600] [--scenario h100x8]
-                              [--agent PATH --agent PATH ...]
+                              [--agent PATH --agent PATH ...] [--no-build]
 
 The simulator runs inside the agent's process (it is the NVML library), so
 the CPU figure includes the simulator's work. For a baseline measured in the
@@ -22,6 +22,9 @@ CPU is read two ways: /proc/PID/stat (10 ms ticks, as earlier figures were)
 and the exact per-thread time in /proc/PID/task/TID/schedstat, which also
 counts how often each thread was put on a CPU ("runs": on this VM every
 wake-up of a thread costs far more than the little work done once a second).
+RSS is split into anonymous and file-backed pages (/proc/PID/status), the
+latter by file (/proc/PID/smaps): code pages of the binary touched once, at
+start-up, stay resident until the kernel needs the memory.
 """
 import argparse
 import os
@@ -64,6 +67,33 @@ def rss_bytes(pid):
         return int(f.read().split()[1]) * PAGE
 
 
+def rss_parts(pid):
+    """(anonymous, file-backed) resident bytes, from /proc/PID/status."""
+    parts = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("RssAnon", "RssFile", "RssShmem"):
+                parts[key] = int(value.split()[0]) * 1024
+    return parts.get("RssAnon", 0), parts.get("RssFile", 0) + parts.get("RssShmem", 0)
+
+
+def rss_by_file(pid):
+    """Resident bytes per mapped file (and "[anon]" for the rest), from
+    /proc/PID/smaps: which file's pages the file-backed part is."""
+    out, name = {}, "[anon]"
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            first = line.split()
+            if not first:
+                continue
+            if "-" in first[0] and not first[0].endswith(":"):
+                name = os.path.basename(first[5]) if len(first) > 5 else "[anon]"
+            elif first[0] == "Rss:":
+                out[name] = out.get(name, 0) + int(first[1]) * 1024
+    return out
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -93,6 +123,8 @@ class Measured:
         pid = self.process.pid
         self.cpu1, self.threads1 = cpu_seconds(pid), thread_ns(pid)
         self.rss_end = rss_bytes(pid)
+        self.anon_end, self.file_end = rss_parts(pid)
+        self.by_file = rss_by_file(pid)
 
     def figures(self, wall):
         """(tick-based %, exact %, runs/s, {thread: (%, runs/s)})."""
@@ -116,12 +148,15 @@ def main():
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--agent", action="append", default=[],
                         help="gpuwatch binary to measure (repeatable; default target/release/gpuwatch)")
+    parser.add_argument("--no-build", action="store_true",
+                        help="measure the binaries as they are (e.g. copies built with other profiles)")
     args = parser.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    # --examples alone builds no binaries: name --bins too, or a stale
-    # gpuwatch would be measured.
-    subprocess.run(["cargo", "build", "--release", "--workspace", "--bins", "--examples", "-q"],
-                   cwd=root, check=True)
+    if not args.no_build:
+        # --examples alone builds no binaries: name --bins too, or a stale
+        # gpuwatch would be measured.
+        subprocess.run(["cargo", "build", "--release", "--workspace", "--bins", "--examples", "-q"],
+                       cwd=root, check=True)
     binaries = args.agent or [os.path.join(root, "target", "release", "gpuwatch")]
     poller_bin = os.path.join(root, "target", "release", "examples", "nvml_poller")
     simlib = os.path.join(root, "target", "release", "deps", "libnvml_sim.so")
@@ -166,15 +201,20 @@ def main():
     base, base_exact, base_runs, _ = poller.figures(wall)
     print(f"scenario {args.scenario}, {wall:.0f} s after {args.warmup} s warm-up, scraped every 15 s")
     print(f"baseline (same NVML calls at 1 Hz, nothing else): {base:.3f} % of one core "
-          f"(exact {base_exact:.3f} %, {base_runs:.1f} runs/s), RSS {poller.rss_end / mib:.1f} MiB")
+          f"(exact {base_exact:.3f} %, {base_runs:.1f} runs/s), RSS {poller.rss_end / mib:.1f} MiB "
+          f"(anonymous {poller.anon_end / mib:.1f}, file-backed {poller.file_end / mib:.1f})")
     for a in agents:
         share, exact, runs, threads = a.figures(wall)
         if len(agents) > 1:
             print(f"--- {a.name}")
         print(f"RSS: {a.rss_start / mib:.1f} MiB after warm-up, {a.rss_end / mib:.1f} MiB at the end, "
               f"median {statistics.median(a.rss) / mib:.1f} MiB (target <= 12 MiB)")
+        print(f"RSS at the end: anonymous {a.anon_end / mib:.1f} MiB, file-backed {a.file_end / mib:.1f} MiB ("
+              + ", ".join(f"{name} {size / mib:.1f}" for name, size in
+                          sorted(a.by_file.items(), key=lambda kv: -kv[1])[:5]) + f"); binary "
+              f"{os.path.getsize(a.name) / 1e6:.1f} MB")
         print(f"CPU share at 1 Hz (agent + in-process simulator): {share:.3f} % of one core "
-              f"(target <= 0.3 %); agent/baseline CPU ratio {share / base if base else float('inf'):.2f}")
+              f"(target <= 0.25 %); agent/baseline CPU ratio {share / base if base else float('inf'):.2f}")
         print(f"exact (schedstat): {exact:.3f} %, ratio {exact / base_exact if base_exact else float('inf'):.2f}; "
               f"{runs:.1f} thread runs/s (baseline {base_runs:.1f})")
         print("per thread (% of one core, runs/s): " + ", ".join(

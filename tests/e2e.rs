@@ -93,7 +93,12 @@ fn the_demo_serves_every_gpu_with_plausible_values() {
 
 #[test]
 fn metrics_are_gzipped_on_request_and_openmetrics_on_request() {
-    let agent = Agent::start("golden", &[], &[("GPUWATCH_SIM_TIME", "10")]);
+    // In-process: the address comes from the agent's handle.
+    let agent = Agent::in_process(
+        "golden",
+        gpuwatch::app::RunOptions::default(),
+        &[("GPUWATCH_SIM_TIME", "10")],
+    );
     agent.wait_ready(200, LONG);
     let (head, body) = agent.raw_get("/metrics", &[("Accept-Encoding", "gzip")]);
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
@@ -111,7 +116,17 @@ fn metrics_are_gzipped_on_request_and_openmetrics_on_request() {
         !head.to_ascii_lowercase().contains("content-encoding"),
         "{head}"
     );
-    assert!(String::from_utf8_lossy(&body).contains("gpuwatch_gpu_info{"));
+    let plain = String::from_utf8_lossy(&body).to_string();
+    assert!(plain.contains("gpuwatch_gpu_info{"));
+    // The same families either way (the gzipped body is stitched from
+    // pieces compressed apart: it must hold the whole text, in order).
+    let families = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("# HELP "))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(families(&text), families(&plain));
     let common::Response { headers, body, .. } = agent
         .get_with(
             "/metrics",

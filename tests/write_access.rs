@@ -8,6 +8,7 @@
 mod common;
 
 use common::{run_cli, Agent};
+use gpuwatch::app::RunOptions;
 use serde_json::{json, Value};
 
 fn http() -> ureq::Agent {
@@ -54,8 +55,9 @@ fn silence() -> Value {
 
 #[test]
 fn loopback_peers_may_change_silences_without_credentials() {
-    // IPv4: the CLI, as an operator on the node uses it.
-    let agent = Agent::start("demo", &[], &[]);
+    // IPv4: the CLI, as an operator on the node uses it (the agent runs
+    // in-process; the CLI is the binary).
+    let agent = Agent::in_process("demo", RunOptions::default(), &[]);
     let (code, out, err) = run_cli(
         &[
             "silence",
@@ -103,7 +105,14 @@ fn with_basic_auth_authenticated_users_may_change_silences() {
     let web = dir.path().join("web.yml");
     let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
     std::fs::write(&web, format!("basic_auth_users:\n  ops: {hash}\n")).expect("web config");
-    let agent = Agent::start("demo", &["--web-config", web.to_str().expect("utf-8")], &[]);
+    let agent = Agent::in_process(
+        "demo",
+        RunOptions {
+            web_config: Some(web.clone()),
+            ..RunOptions::default()
+        },
+        &[],
+    );
     let url = format!("{}/api/v1/silences", agent.url);
     let (status, _) = call("POST", &url, Some(&silence()), None);
     assert_eq!(status, 401, "basic auth comes first, even on loopback");

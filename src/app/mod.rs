@@ -1,8 +1,9 @@
-//! The commands, as the binary runs them: `run`, `validate` and `status`
-//! here, `history` and `events` in [`history`], `alerts` in [`alerts`],
-//! `silence` in [`silence`]. Errors here are `anyhow`:
-//! this is the edge where they meet a person.
+//! The commands, as the binary runs them: `run` (the running agent itself
+//! is [`agent::run`]), `validate` and `status` here, `history` and `events`
+//! in [`history`], `alerts` in [`alerts`], `silence` in [`silence`]. Errors
+//! here are `anyhow`: this is the edge where they meet a person.
 
+pub mod agent;
 pub mod alerts;
 pub mod history;
 pub mod silence;
@@ -10,27 +11,21 @@ mod storage;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 use tracing::info;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{parse_listen, Config, ConfigError, LogFormat};
 use crate::exporter::compat::MetricsCompat;
-use crate::exporter::Exporter;
 use crate::gpu::nvml::Driver;
-use crate::history::stats::HistoryCollector;
 use crate::http::webconfig::{self, WebSecurity};
-use crate::http::HistoryApi;
-use crate::http::{serve_secured, HttpState, ServerLimits};
-use crate::panics::{spawn_supervised, supervise, Panics, PanicsCollector};
 use crate::sampler::procnames::ProcessNames;
 use crate::sampler::reader::{NodeReader, Tiers};
-use crate::sampler::{watchdog, Sampler, SamplerSettings, SnapshotSink};
 use crate::sim;
+
+use agent::{HistoryPlan, Plan};
 
 /// Where GPU data comes from: the flags shared by `run` and `status`.
 #[derive(Debug, Clone, Default)]
@@ -61,12 +56,6 @@ pub struct RunOptions {
     pub reset_history: bool,
     /// `--no-history`: record no history this run.
     pub no_history: bool,
-}
-
-/// Alerting as the running agent uses it.
-struct AlertsRun {
-    rules: Vec<crate::rules::Rule>,
-    snapshots: mpsc::Receiver<Arc<crate::gpu::Snapshot>>,
 }
 
 /// The NVML library to load and how to name processes, after flags, config
@@ -144,6 +133,38 @@ fn init_logging(config: &Config) {
 
 /// `gpuwatch run`: samples, serves /metrics, and stops on SIGTERM or Ctrl-C.
 pub fn run(options: RunOptions) -> anyhow::Result<()> {
+    let prepared = prepare(&options)?;
+    init_logging(&prepared.plan.config);
+    let driver = Driver::open(prepared.plan.library.as_deref())?;
+    if let Some(choice) = &prepared.simulated {
+        info!(scenario = %choice.env_value(), "Running on simulated GPUs (the NVML simulator).");
+    }
+    let listener = agent::bind(prepared.plan.config.server.listen)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name("gpuwatch-http")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let listener = TcpListener::from_std(listener)
+            .context("cannot register the listener with the runtime")?;
+        agent::run(prepared.plan, listener, driver, wait_for_signal()).await
+    })
+}
+
+/// What `run` starts the agent with, before the driver is opened.
+pub struct Prepared {
+    /// The configuration and everything resolved from it and the flags.
+    pub plan: Plan,
+    /// The simulator's scenario, under `--simulate`.
+    pub simulated: Option<sim::ScenarioChoice>,
+}
+
+/// Reads the configuration, applies the flags and resolves the source, as
+/// `gpuwatch run` does (in-process test agents start the same way). With
+/// `--simulate` it points the simulator at its scenario, which sets an
+/// environment variable: call before other threads start, or hold them off.
+pub fn prepare(options: &RunOptions) -> anyhow::Result<Prepared> {
     let mut config = load_config(options.source.config.as_deref())?;
     if let Some(listen) = &options.listen {
         config.server.listen =
@@ -160,67 +181,25 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
                 .map_err(|m| anyhow::anyhow!("--metrics-compat: {m}"))?;
     }
     let source = resolve_source(&options.source, &config)?;
-    init_logging(&config);
-    let driver = Driver::open(source.library.as_deref())?;
-    if let Some(choice) = &source.simulated {
-        info!(scenario = %choice.env_value(), "Running on simulated GPUs (the NVML simulator).");
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .thread_name("gpuwatch-http")
-        .build()
-        .context("cannot start the async runtime")?;
-    let pods = config
-        .kubernetes
-        .clone()
-        .map(|kubelet| crate::kubernetes::watcher::start(kubelet, &runtime));
-    let settings = SamplerSettings {
-        library: source.library.clone(),
-        interval: config.sampler.interval,
-        slow_interval: config.sampler.slow_interval,
-        process_interval: config.sampler.process_interval,
-        proc_root: source.proc_root.clone(),
-        command_lines: config.sampler.process_command_line,
-        hostname: hostname(&config),
-        pods,
-    };
-    let mut sinks = Vec::new();
-    let history = if config.history.enabled && !options.no_history {
-        let path = options
+    let history = (config.history.enabled && !options.no_history).then(|| HistoryPlan {
+        path: options
             .history_db
             .clone()
             .or_else(|| config.history.path.clone())
-            .unwrap_or_else(|| crate::history::default_path(source.simulated.is_some()));
-        Some(storage::open_at_start(
-            &runtime,
-            &config,
-            path,
-            options.reset_history,
-            &mut sinks,
-        )?)
-    } else {
-        None
-    };
-    let alerts = if config.rules.is_empty() {
-        None
-    } else {
-        let (sender, snapshots) = mpsc::channel(64);
-        sinks.push(SnapshotSink {
-            sender,
-            dropped: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-        });
-        Some(AlertsRun {
-            rules: config.rules.clone(),
-            snapshots,
-        })
-    };
-    let sampler =
-        Sampler::start(settings, driver, sinks).context("cannot start the sampler thread")?;
-    let result = runtime.block_on(serve_until_signal(
-        &config, &sampler, history, alerts, security,
-    ));
-    sampler.stop(Duration::from_secs(2));
-    result
+            .unwrap_or_else(|| crate::history::default_path(source.simulated.is_some())),
+        reset: options.reset_history,
+    });
+    Ok(Prepared {
+        plan: Plan {
+            hostname: hostname(&config),
+            config,
+            security,
+            library: source.library,
+            proc_root: source.proc_root,
+            history,
+        },
+        simulated: source.simulated,
+    })
 }
 
 /// The web configuration, when one is given: TLS and basic auth.
@@ -243,172 +222,6 @@ fn load_security(
             file.display()
         )
     })
-}
-
-async fn serve_until_signal(
-    config: &Config,
-    sampler: &Sampler,
-    history: Option<storage::HistoryRun>,
-    alerts: Option<AlertsRun>,
-    security: WebSecurity,
-) -> anyhow::Result<()> {
-    let address = config.server.listen;
-    let listener = TcpListener::bind(address).await.with_context(|| {
-        format!("cannot listen on {address}: is another gpuwatch (or another exporter) using that port? Choose another with --listen or server.listen")
-    })?;
-    let bound = listener.local_addr().unwrap_or(address);
-    let scheme = security.scheme();
-    let shown = if bound.ip().is_unspecified() {
-        format!("{scheme}://localhost:{}", bound.port())
-    } else {
-        format!("{scheme}://{bound}")
-    };
-    info!(address = %bound, "Serving {shown}/metrics");
-    info!("Web view: open {shown}/ in a browser (live GPUs, history charts, alerts).");
-    let external_url = config
-        .server
-        .external_url_or(scheme, &hostname(config), bound.port());
-    if security.tls.is_some() || security.auth.is_some() {
-        info!(
-            web_config = %security.file.display(),
-            tls = security.tls.is_some(),
-            basic_auth = security.auth.is_some(),
-            "Web security on: every path, /-/healthy and /-/ready included."
-        );
-    }
-    if let Some(reloader) = &security.tls {
-        let served = reloader.served();
-        info!(
-            cert_file = %reloader.settings().cert_file.display(),
-            serial = %served.serial,
-            subject = %served.subject,
-            not_after = %served.expires(),
-            "TLS certificate in use; its files are checked every second and reloaded when they change."
-        );
-    }
-    let stale_after = config.sampler.stale_after();
-    let processes = crate::exporter::process_metrics::ProcessExport {
-        process_top_n: config.sampler.process_top_n,
-        capacity: std::sync::Arc::new(config.capacity.clone()),
-    };
-    let mut exporter = Exporter::with_processes(sampler.snapshots(), stale_after, processes)
-        .with_compat(sampler.snapshots(), config.server.metrics_compat.clone());
-    if let Some(reloader) = &security.tls {
-        // Certificate expiry and reloads (the files are watched by the server).
-        exporter = exporter.with(reloader.collector());
-    }
-    // Panics of the tasks below and of request handlers: logged and counted.
-    let panics = Arc::new(Panics::default());
-    exporter = exporter.with(Box::new(PanicsCollector(panics.clone())));
-    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let mut alerts_rx = None;
-    let mut alerts_task = None;
-    let mut tasks = Vec::new();
-    let retention = history
-        .as_ref()
-        .map(|h| h.settings.retention)
-        .unwrap_or_default();
-    let history_stats = history.as_ref().map(|h| h.stats.clone());
-    let attached = match history {
-        Some(run) => Some(storage::Attached::start(run, &panics, &shutdown_rx).await),
-        None => None,
-    };
-    if let Some(run) = alerts {
-        let ready = attached.as_ref().and_then(|a| a.store.get().ok());
-        let (state, publish, receiver) = crate::alerting::restore(ready.as_ref()).await;
-        exporter = exporter.with(Box::new(crate::alerting::AlertsCollector(receiver.clone())));
-        alerts_rx = Some(receiver);
-        let notifiers = storage::Notifiers::new(config, &external_url, &panics);
-        if attached.is_some() && !notifiers.stats.is_empty() {
-            exporter = exporter.with(Box::new(crate::notify::NotifyCollector(
-                notifiers.stats.clone(),
-            )));
-        }
-        let persistence = storage::persistence(
-            attached.as_ref(),
-            notifiers,
-            storage::HistoryTerms {
-                retention,
-                external_url: external_url.clone(),
-            },
-            &shutdown_rx,
-            &mut tasks,
-        );
-        alerts_task = Some(spawn_supervised(
-            "alerting",
-            &panics,
-            crate::alerting::run(
-                run.rules,
-                state,
-                persistence,
-                run.snapshots,
-                sampler.snapshots(),
-                publish,
-                shutdown_rx.clone(),
-            ),
-        ));
-    }
-    if let Some(stats) = history_stats {
-        exporter = exporter.with(Box::new(HistoryCollector(stats)));
-    }
-    let (history_api, silences) = match attached {
-        Some(attached) => {
-            tasks.extend(attached.tasks);
-            (
-                Some(HistoryApi {
-                    store: attached.store,
-                    retention,
-                }),
-                Some(attached.silences),
-            )
-        }
-        None => (None, None),
-    };
-    let state = Arc::new(HttpState {
-        exporter,
-        snapshots: sampler.snapshots(),
-        stale_after,
-        progress: sampler.progress(),
-        history: history_api,
-        alerts: alerts_rx,
-        silences,
-        panics: panics.clone(),
-    });
-    let dog = tokio::spawn(supervise(
-        "watchdog",
-        panics,
-        watchdog(
-            sampler.progress(),
-            config.sampler.timeout,
-            shutdown_rx.clone(),
-        ),
-    ));
-    let limits = ServerLimits {
-        max_connections: config.server.max_connections,
-        request_timeout: config.server.request_timeout,
-        idle_timeout: config.server.idle_timeout,
-    };
-    let server = tokio::spawn(serve_secured(
-        listener,
-        state,
-        limits,
-        Arc::new(security),
-        shutdown_rx,
-    ));
-    wait_for_signal().await;
-    info!("Shutting down.");
-    let _ = shutdown_tx.send(true);
-    let served = server.await.context("the HTTP server task failed")?;
-    let _ = dog.await;
-    if let Some(task) = alerts_task {
-        let _ = task.await;
-    }
-    // The dispatchers, the retries, and the writer, which commits what it
-    // holds, the open minute and hour too.
-    for task in tasks {
-        let _ = task.await;
-    }
-    served.context("the HTTP server failed")
 }
 
 async fn wait_for_signal() {

@@ -42,22 +42,21 @@ pub(super) struct HistoryRun {
 /// `--reset-history` (when asked), then the first attempt to open the
 /// database at `path`; adds the writer's queue to `sinks`. Fails only for
 /// the wrong file (see the module documentation).
-pub(super) fn open_at_start(
-    runtime: &tokio::runtime::Runtime,
+pub(super) async fn open_at_start(
     config: &Config,
     path: PathBuf,
     reset: bool,
     sinks: &mut Vec<SnapshotSink>,
 ) -> anyhow::Result<HistoryRun> {
     if reset {
-        if let Some(moved) = runtime.block_on(store::reset(&path))? {
+        if let Some(moved) = store::reset(&path).await? {
             warn!(from = %path.display(), to = %moved.display(), "Moved the history database aside (--reset-history).");
         }
     }
     let durability = config.history.durability;
     let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let stats = Arc::new(HistoryStats::new(dropped.clone()));
-    let opened = match runtime.block_on(Store::open_for_writing(&path, durability)) {
+    let opened = match Store::open_for_writing(&path, durability).await {
         Ok(store) => {
             stats.up.store(true, std::sync::atomic::Ordering::Relaxed);
             info!(path = %path.display(), "Recording history.");

@@ -1,23 +1,37 @@
-//! The Prometheus exporter: a `prometheus_client` [`Collector`] that encodes
-//! the latest snapshot at scrape time. A scrape never calls NVML and holds no
-//! lock while it encodes: it clones the snapshot's `Arc` and lets go.
+//! The Prometheus exporter: encodes the latest snapshot for /metrics. A
+//! scrape never calls NVML and holds no lock while it encodes: it clones the
+//! snapshot's `Arc` and lets go.
+//!
+//! The per-GPU families (and the drop-in compat ones) only change with the
+//! snapshot, so they are encoded once per snapshot and format, and gzipped
+//! once, then shared by every scrape until the next snapshot ([`cache`]). The
+//! few series that change between scrapes — `process_*`, `gpuwatch_up`,
+//! `gpuwatch_snapshot_age_seconds` and the other components' counters — are
+//! encoded for each scrape and put in their places, so the body is byte for
+//! byte what encoding everything at scrape time gives.
 
+mod cache;
 pub mod compat;
 pub mod families;
 #[macro_use]
 pub mod gpu_metrics;
+pub mod gzip;
 pub mod process_metrics;
 pub mod self_metrics;
+#[cfg(test)]
+pub(crate) mod tests;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::body::Bytes;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
+use crate::gpu::Snapshot;
 use crate::sampler::SnapshotReceiver;
-
 /// Which exposition format to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -46,22 +60,29 @@ impl Format {
     }
 }
 
-/// Encodes the latest snapshot on each scrape.
+/// The self metrics of one scrape: `build_info`, `up`, the snapshot's age.
 #[derive(Debug)]
-struct SnapshotCollector {
-    snapshots: SnapshotReceiver,
+struct SelfCollector {
+    snapshot: Option<Arc<Snapshot>>,
     stale_after: Duration,
+}
+
+impl Collector for SelfCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        self_metrics::encode(self.snapshot.as_deref(), self.stale_after, &mut encoder)
+    }
+}
+
+/// The per-GPU, process, sharing and capacity families of one snapshot.
+#[derive(Debug)]
+struct GpuCollector {
+    snapshot: Arc<Snapshot>,
     processes: process_metrics::ProcessExport,
 }
 
-impl Collector for SnapshotCollector {
+impl Collector for GpuCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let snapshot = self.snapshots.borrow().clone();
-        self_metrics::encode(snapshot.as_deref(), self.stale_after, &mut encoder)?;
-        if let Some(snapshot) = snapshot {
-            gpu_metrics::encode(&snapshot, &self.processes, &mut encoder)?;
-        }
-        Ok(())
+        gpu_metrics::encode(&self.snapshot, &self.processes, &mut encoder)
     }
 }
 
@@ -74,11 +95,29 @@ impl Collector for ProcessCollector {
     }
 }
 
-/// The registry /metrics encodes: `gpuwatch_*` from the snapshot, plus the
-/// standard `process_*` families.
+/// A /metrics body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Body {
+    /// The bytes to send.
+    pub bytes: Bytes,
+    /// Whether they are gzipped (`Content-Encoding: gzip`).
+    pub gzip: bool,
+}
+
+/// What /metrics encodes: `process_*`, the drop-in compat families, then
+/// `gpuwatch_*` from the snapshot and from the other components.
 #[derive(Debug)]
 pub struct Exporter {
-    registry: Registry,
+    snapshots: SnapshotReceiver,
+    stale_after: Duration,
+    processes: process_metrics::ProcessExport,
+    compat: Vec<compat::MetricsCompat>,
+    /// The `process_*` families, read at each scrape.
+    head: Registry,
+    /// Other components' `gpuwatch_*` metrics, read at each scrape.
+    tail: Registry,
+    /// The snapshot's encodings; `None` encodes everything per scrape.
+    cache: Option<cache::Cache>,
 }
 
 impl Exporter {
@@ -95,52 +134,183 @@ impl Exporter {
         stale_after: Duration,
         processes: process_metrics::ProcessExport,
     ) -> Exporter {
-        let mut registry = Registry::default();
-        registry.register_collector(Box::new(ProcessCollector));
-        registry
-            .sub_registry_with_prefix("gpuwatch")
-            .register_collector(Box::new(SnapshotCollector {
-                snapshots,
-                stale_after,
-                processes,
-            }));
-        Exporter { registry }
+        let mut head = Registry::default();
+        head.register_collector(Box::new(ProcessCollector));
+        Exporter {
+            snapshots,
+            stale_after,
+            processes,
+            compat: Vec::new(),
+            head,
+            tail: Registry::with_prefix("gpuwatch"),
+            cache: Some(cache::Cache::default()),
+        }
     }
 
     /// Adds another component's `gpuwatch_*` metrics (e.g. the history
-    /// writer's), encoded at scrape time like the snapshot's.
+    /// writer's), encoded at scrape time.
     pub fn with(mut self, collector: Box<dyn Collector>) -> Exporter {
-        self.registry
-            .sub_registry_with_prefix("gpuwatch")
-            .register_collector(collector);
+        self.add(collector);
         self
+    }
+
+    /// [`Exporter::with`] in place.
+    pub fn add(&mut self, collector: Box<dyn Collector>) {
+        self.tail.register_collector(collector);
     }
 
     /// Also exports the drop-in families of other exporters (`sets`; see
     /// [`compat`]), unprefixed, from the same snapshots.
-    pub fn with_compat(
-        mut self,
-        snapshots: SnapshotReceiver,
-        sets: Vec<compat::MetricsCompat>,
-    ) -> Exporter {
-        if !sets.is_empty() {
-            self.registry
-                .register_collector(Box::new(compat::CompatCollector::new(snapshots, sets)));
-        }
+    pub fn with_compat(mut self, sets: Vec<compat::MetricsCompat>) -> Exporter {
+        self.compat = sets;
+        self
+    }
+
+    /// Encodes everything at each scrape and gzips the whole body, as
+    /// gpuwatch did before the per-snapshot cache: the baseline the scrape
+    /// benchmark compares with. The bytes served are the same.
+    pub fn encode_per_scrape(mut self) -> Exporter {
+        self.cache = None;
         self
     }
 
     /// Encodes every metric in `format`.
     pub fn render(&self, format: Format) -> Result<String, fmt::Error> {
-        let mut out = String::with_capacity(64 * 1024);
-        match format {
-            Format::Prometheus => {
-                prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)?
+        let snapshot = self.snapshots.borrow().clone();
+        let live = self.encode_live(&snapshot, format)?;
+        Ok(match &self.cache {
+            Some(cache) => {
+                let encoded = cache.get(&snapshot, format, |f| self.encode_fixed(&snapshot, f))?;
+                join(&live, &encoded.text)
             }
-            Format::OpenMetrics => {
-                prometheus_client::encoding::text::encode(&mut out, &self.registry)?
-            }
-        }
-        Ok(out)
+            None => join(&live, &self.encode_fixed(&snapshot, format)?),
+        })
     }
+
+    /// The /metrics body in `format`, gzipped where `gzip` is asked for
+    /// (and compression works; otherwise plain).
+    pub fn body(&self, format: Format, gzip: bool) -> Result<Body, fmt::Error> {
+        let Some(cache) = &self.cache else {
+            let text = self.render(format)?;
+            let gzipped = gzip
+                .then(|| gzip::Piece::deflate(text.as_bytes()).ok())
+                .flatten()
+                .map(|piece| gzip::member(&[&piece]));
+            return Ok(match gzipped {
+                Some(bytes) => Body {
+                    bytes: bytes.into(),
+                    gzip: true,
+                },
+                None => Body {
+                    bytes: text.into(),
+                    gzip: false,
+                },
+            });
+        };
+        if !gzip {
+            return Ok(Body {
+                bytes: self.render(format)?.into(),
+                gzip: false,
+            });
+        }
+        let snapshot = self.snapshots.borrow().clone();
+        let encoded = cache.get(&snapshot, format, |f| self.encode_fixed(&snapshot, f))?;
+        let live = self.encode_live(&snapshot, format)?;
+        let gzipped = encoded.deflated().and_then(|fixed| {
+            let live: Vec<gzip::Piece> = live
+                .iter()
+                .map(|part| gzip::Piece::small(part.as_bytes()))
+                .collect::<Result<_, _>>()
+                .ok()?;
+            let mut pieces = Vec::with_capacity(live.len() + fixed.len());
+            for (i, part) in live.iter().enumerate() {
+                pieces.push(part);
+                if let Some(fixed) = fixed.get(i) {
+                    pieces.push(fixed);
+                }
+            }
+            Some(gzip::member(&pieces))
+        });
+        Ok(match gzipped {
+            Some(bytes) => Body {
+                bytes: bytes.into(),
+                gzip: true,
+            },
+            None => Body {
+                bytes: self.render(format)?.into(),
+                gzip: false,
+            },
+        })
+    }
+
+    /// The parts fixed for a snapshot, in body order: the compat families,
+    /// then the per-GPU ones.
+    fn encode_fixed(
+        &self,
+        snapshot: &Option<Arc<Snapshot>>,
+        format: Format,
+    ) -> Result<[String; 2], fmt::Error> {
+        let Some(snapshot) = snapshot else {
+            return Ok([String::new(), String::new()]);
+        };
+        let mut compat = Registry::default();
+        if !self.compat.is_empty() {
+            compat.register_collector(Box::new(compat::CompatCollector::new(
+                snapshot.clone(),
+                self.compat.clone(),
+            )));
+        }
+        let mut gpus = Registry::with_prefix("gpuwatch");
+        gpus.register_collector(Box::new(GpuCollector {
+            snapshot: snapshot.clone(),
+            processes: self.processes.clone(),
+        }));
+        Ok([encode(&compat, format)?, encode(&gpus, format)?])
+    }
+
+    /// The parts read at each scrape, in body order: `process_*`; the self
+    /// metrics; the other components' metrics (and the OpenMetrics end).
+    fn encode_live(
+        &self,
+        snapshot: &Option<Arc<Snapshot>>,
+        format: Format,
+    ) -> Result<[String; 3], fmt::Error> {
+        let mut own = Registry::with_prefix("gpuwatch");
+        own.register_collector(Box::new(SelfCollector {
+            snapshot: snapshot.clone(),
+            stale_after: self.stale_after,
+        }));
+        let mut tail = encode(&self.tail, format)?;
+        if format == Format::OpenMetrics {
+            prometheus_client::encoding::text::encode_eof(&mut tail)?;
+        }
+        Ok([encode(&self.head, format)?, encode(&own, format)?, tail])
+    }
+}
+
+/// The live parts with the fixed ones between them: the body in order.
+fn join(live: &[String; 3], fixed: &[String; 2]) -> String {
+    let size = live.iter().chain(fixed).map(String::len).sum();
+    let mut out = String::with_capacity(size);
+    for (i, part) in live.iter().enumerate() {
+        out.push_str(part);
+        if let Some(fixed) = fixed.get(i) {
+            out.push_str(fixed);
+        }
+    }
+    out
+}
+
+/// Encodes one registry, without the OpenMetrics end marker.
+fn encode(registry: &Registry, format: Format) -> Result<String, fmt::Error> {
+    let mut out = String::new();
+    match format {
+        Format::Prometheus => {
+            prometheus_client::encoding::prometheus_text::encode(&mut out, registry)?
+        }
+        Format::OpenMetrics => {
+            prometheus_client::encoding::text::encode_registry(&mut out, registry)?
+        }
+    }
+    Ok(out)
 }

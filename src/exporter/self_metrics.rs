@@ -124,7 +124,7 @@ pub fn snapshot_age(snapshot: &Snapshot, now: SystemTime) -> Duration {
 }
 
 /// Encodes the conventional `process_*` families (no prefix), read from
-/// /proc/self: two small file reads per scrape.
+/// /proc/self/stat at each scrape.
 pub fn encode_process(encoder: &mut DescriptorEncoder) -> fmt::Result {
     let Some(stats) = ProcessStats::read() else {
         return Ok(());
@@ -176,17 +176,27 @@ impl ProcessStats {
         let stime: f64 = fields.get(12)?.parse().ok()?;
         let start_ticks: f64 = fields.get(19)?.parse().ok()?;
         let rss_pages: f64 = fields.get(21)?.parse().ok()?;
-        let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("btime "))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-        })?;
+        let boot = boot_time()?;
         Some(ProcessStats {
             rss_bytes: rss_pages * 4096.0,
             cpu_seconds: (utime + stime) / ticks,
             start_time_seconds: boot + start_ticks / ticks,
         })
     }
+}
+
+/// When the machine booted (seconds since the epoch), from /proc/stat:
+/// read once, since it does not change (and /proc/stat, with a line per CPU
+/// and interrupt, costs more to read than the rest of a scrape).
+fn boot_time() -> Option<f64> {
+    static BOOT: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
+    *BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("btime "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        })
+    })
 }
 
 #[cfg(test)]

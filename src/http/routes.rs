@@ -1,9 +1,5 @@
 //! Request routing and the handlers.
 
-use std::io::Write;
-
-use flate2::write::GzEncoder;
-use flate2::Compression;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, VARY};
 use hyper::{Method, Request, StatusCode};
@@ -70,37 +66,21 @@ fn metrics(state: &HttpState, request: &Request<Incoming>) -> HttpResponse {
             .and_then(|v: &HeaderValue| v.to_str().ok())
     };
     let format = Format::from_accept(header(ACCEPT));
-    let body = match state.exporter.render(format) {
-        Ok(body) => body,
-        Err(_) => {
-            error!("Encoding the metrics failed.");
-            return text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "encoding the metrics failed\n",
-            );
-        }
-    };
     let gzip = header(ACCEPT_ENCODING).is_some_and(accepts_gzip);
-    let compressed = gzip
-        .then(|| {
-            let mut encoder =
-                GzEncoder::new(Vec::with_capacity(body.len() / 4), Compression::fast());
-            encoder
-                .write_all(body.as_bytes())
-                .and_then(|()| encoder.finish())
-                .ok()
-        })
-        .flatten();
-    let mut response = match compressed {
-        Some(compressed) => {
-            let mut response = respond(StatusCode::OK, format.content_type(), compressed);
-            response
-                .headers_mut()
-                .insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-            response
-        }
-        None => respond(StatusCode::OK, format.content_type(), body),
+    // The per-GPU part is encoded (and gzipped) once per snapshot and shared.
+    let Ok(body) = state.exporter.body(format, gzip) else {
+        error!("Encoding the metrics failed.");
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "encoding the metrics failed\n",
+        );
     };
+    let mut response = respond(StatusCode::OK, format.content_type(), body.bytes);
+    if body.gzip {
+        response
+            .headers_mut()
+            .insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
     response
         .headers_mut()
         .insert(VARY, HeaderValue::from_static("Accept, Accept-Encoding"));

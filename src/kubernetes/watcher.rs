@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use tokio::runtime::Runtime;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -25,15 +24,14 @@ enum Seen {
 
 /// Asks the kubelet once, waiting for the answer (at most the call's
 /// timeout), so that the very first sample already names the pods; then
-/// keeps asking every `settings.refresh_interval` on `runtime` until every
-/// receiver is gone.
-pub fn start(settings: KubeletSettings, runtime: &Runtime) -> PodAllocationsReceiver {
+/// keeps asking every `settings.refresh_interval` on the current runtime
+/// until every receiver is gone.
+pub async fn start(settings: KubeletSettings) -> PodAllocationsReceiver {
     let mut errors = 0u64;
-    let (first, mut seen) =
-        runtime.block_on(ask(&settings, &PodAllocations::default(), &mut errors));
+    let (first, mut seen) = ask(&settings, &PodAllocations::default(), &mut errors).await;
     log_transition(&settings, &Seen::Nothing, &seen, &first);
     let (sender, receiver) = watch::channel(Arc::new(first));
-    runtime.spawn(async move {
+    tokio::spawn(async move {
         let start = tokio::time::Instant::now() + settings.refresh_interval;
         let mut ticker = tokio::time::interval_at(start, settings.refresh_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -1,5 +1,6 @@
 //! Shared helpers for the end-to-end tests: start the real `gpuwatch` binary
-//! on the NVML simulator, scrape it over TCP, and read Prometheus text.
+//! on the NVML simulator (or the same agent in-process, [`Agent::in_process`]),
+//! scrape it over TCP, and read Prometheus text.
 
 #![allow(dead_code)] // Each test binary uses its own subset.
 
@@ -36,9 +37,25 @@ pub struct Response {
     pub body: String,
 }
 
+/// How an agent runs.
+enum Process {
+    /// The spawned binary.
+    Child(Child),
+    /// In this test process ([`Agent::in_process`]), holding the simulator
+    /// until it has stopped (fields drop in order).
+    InProcess(
+        gpuwatch::app::agent::Running,
+        std::sync::MutexGuard<'static, ()>,
+    ),
+}
+
+/// The NVML simulator is one per process (its scenario is an environment
+/// variable, its clock starts once): in-process agents take turns.
+static SIMULATOR: Mutex<()> = Mutex::new(());
+
 /// A running agent; killed when dropped.
 pub struct Agent {
-    child: Child,
+    process: Process,
     /// Base URL, e.g. http://127.0.0.1:40123
     pub url: String,
     log: Arc<Mutex<String>>,
@@ -126,9 +143,63 @@ impl Agent {
             .build()
             .new_agent();
         Agent {
-            child,
+            process: Process::Child(child),
             url: format!("{scheme}://{address}"),
             log,
+            http,
+            history,
+            _data: data,
+        }
+    }
+
+    /// Starts the agent in this process, as `gpuwatch run --simulate
+    /// SCENARIO --listen 127.0.0.1:0` with `options` would (history in a
+    /// temporary file unless `options` say otherwise), and reads the bound
+    /// address from its handle. No log is captured and there is no exit
+    /// status: tests of those spawn the binary ([`Agent::start`]). The
+    /// simulator is shared by the whole process, so in-process agents of one
+    /// test binary run one at a time, and a scenario's clock starts with
+    /// the first of them: for scenarios that do not change over time.
+    /// `env` is set for the simulator (e.g. `GPUWATCH_SIM_TIME`), the
+    /// simulator's other variables are removed, as [`Agent::start`] does.
+    pub fn in_process(
+        scenario: &str,
+        mut options: gpuwatch::app::RunOptions,
+        env: &[(&str, &str)],
+    ) -> Agent {
+        let guard = SIMULATOR.lock().unwrap_or_else(|e| e.into_inner());
+        for key in [
+            "GPUWATCH_SIM_TIME",
+            "GPUWATCH_SIM_SPEED",
+            "GPUWATCH_SIM_START",
+        ] {
+            std::env::remove_var(key);
+        }
+        for (key, value) in env {
+            std::env::set_var(key, value);
+        }
+        let data = tempfile::tempdir().expect("temp dir");
+        let history = data.path().join("history.db");
+        options.source.simulate = Some(Some(scenario.to_string()));
+        options.listen = Some("127.0.0.1:0".into());
+        if options.history_db.is_none() && !options.no_history {
+            options.history_db = Some(history.clone());
+        }
+        let prepared = gpuwatch::app::prepare(&options).expect("a valid configuration");
+        let driver = gpuwatch::gpu::nvml::Driver::open(prepared.plan.library.as_deref())
+            .expect("open the simulator");
+        let listen = prepared.plan.config.server.listen;
+        let running = gpuwatch::app::agent::Running::start(prepared.plan, listen, driver)
+            .expect("start the agent in-process");
+        let http = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(5)))
+            .build()
+            .new_agent();
+        Agent {
+            url: format!("http://{}", running.address()),
+            process: Process::InProcess(running, guard),
+            log: Arc::new(Mutex::new(String::new())),
             http,
             history,
             _data: data,
@@ -275,15 +346,18 @@ impl Agent {
 
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
+        let Process::Child(child) = &mut self.process else {
+            panic!("an in-process agent has no exit status: start the binary (Agent::start)");
+        };
+        let pid = child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Ok(Some(status)) = child.try_wait() {
                 return status;
             }
             if Instant::now() > deadline {
-                let _ = self.child.kill();
+                let _ = child.kill();
                 panic!(
                     "gpuwatch did not exit within 10 s of SIGTERM\nlog:\n{}",
                     self.log()
@@ -296,8 +370,10 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Process::Child(child) = &mut self.process {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

@@ -19,7 +19,9 @@ use std::fmt;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::sampler::SnapshotReceiver;
+use std::sync::Arc;
+
+use crate::gpu::Snapshot;
 
 /// One compatibility family set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -83,30 +85,27 @@ impl fmt::Display for MetricsCompat {
     }
 }
 
-/// Encodes the chosen compatibility families from the latest snapshot.
+/// Encodes the chosen compatibility families of one snapshot.
 #[derive(Debug)]
 pub struct CompatCollector {
-    snapshots: SnapshotReceiver,
+    snapshot: Arc<Snapshot>,
     sets: Vec<MetricsCompat>,
 }
 
 impl CompatCollector {
-    /// A collector for `sets`, reading `snapshots`.
-    pub fn new(snapshots: SnapshotReceiver, sets: Vec<MetricsCompat>) -> CompatCollector {
-        CompatCollector { snapshots, sets }
+    /// A collector for `sets`, encoding `snapshot`.
+    pub fn new(snapshot: Arc<Snapshot>, sets: Vec<MetricsCompat>) -> CompatCollector {
+        CompatCollector { snapshot, sets }
     }
 }
 
 impl Collector for CompatCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let snapshot = self.snapshots.borrow().clone();
-        let Some(snapshot) = snapshot else {
-            return Ok(());
-        };
+        let snapshot = &self.snapshot;
         for set in &self.sets {
             match set {
-                MetricsCompat::Dcgm => dcgm::encode(&snapshot, &mut encoder)?,
-                MetricsCompat::NvidiaSmi => nvidia_smi::encode(&snapshot, &mut encoder)?,
+                MetricsCompat::Dcgm => dcgm::encode(snapshot, &mut encoder)?,
+                MetricsCompat::NvidiaSmi => nvidia_smi::encode(snapshot, &mut encoder)?,
             }
         }
         Ok(())
