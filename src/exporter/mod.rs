@@ -4,6 +4,7 @@
 
 pub mod compat;
 pub mod families;
+pub mod gpm_metrics;
 #[macro_use]
 pub mod gpu_metrics;
 pub mod process_metrics;

@@ -137,6 +137,7 @@ mod tests {
                 mig_instances: Arc::new(Vec::new()),
                 pods: Arc::default(),
                 groups: Default::default(),
+                gpm: Default::default(),
             }],
             collection: Default::default(),
             kubelet: None,

@@ -84,7 +84,27 @@ impl<'d> NodeReader<'d> {
         for index in 0..count {
             reader.attach(index);
         }
+        reader.announce_gpm();
         reader
+    }
+
+    /// One info line at start (and after a driver re-init): which GPUs
+    /// have GPM, so SM activity and the other GPM figures are read there.
+    fn announce_gpm(&self) {
+        let with: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|s| s.device.gpm_supported() == Some(true))
+            .map(|s| s.device.index())
+            .collect();
+        let without: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|s| s.device.gpm_supported() != Some(true))
+            .map(|s| s.device.index())
+            .collect();
+        tracing::info!(gpus_with_gpm = ?with, gpus_without_gpm = ?without,
+            "GPM (SM activity, tensor and FP pipes, DRAM, PCIe, NVLink) is read on the GPUs that have it.");
     }
 
     /// Gets a handle for GPU `index`; a GPU that gives none is kept as
@@ -92,7 +112,8 @@ impl<'d> NodeReader<'d> {
     fn attach(&mut self, index: u32) {
         self.tally.begin_gpu(index);
         match self.driver.device(index, &mut self.tally) {
-            Ok(device) => {
+            Ok(mut device) => {
+                device.probe_gpm(&mut self.tally);
                 let uuid = device.uuid(&mut self.tally).unwrap_or_default();
                 let slot = GpuSlot {
                     device,
@@ -176,6 +197,16 @@ impl<'d> NodeReader<'d> {
             } else {
                 FastReadings::default()
             };
+            let gpm = if self.tally.lost.is_none() {
+                let instances: Vec<u32> = slot
+                    .mig_instances
+                    .iter()
+                    .map(|m| m.gpu_instance_id)
+                    .collect();
+                Arc::new(slot.device.read_gpm(&instances, &mut self.tally))
+            } else {
+                Arc::default()
+            };
             if tiers.processes && self.tally.lost.is_none() {
                 if let Some(mut list) = slot.device.read_processes(&mut self.tally) {
                     let driver = self.driver;
@@ -231,6 +262,7 @@ impl<'d> NodeReader<'d> {
                 pods: slot.pods.clone(),
                 xid_errors,
                 groups: slot.groups.clone(),
+                gpm,
             });
         }
         if tiers.processes || self.pods_changed {
@@ -262,6 +294,7 @@ impl<'d> NodeReader<'d> {
                 pods: Arc::default(),
                 xid_errors: Arc::default(),
                 groups: BTreeMap::new(),
+                gpm: Arc::default(),
             });
         }
         gpus.sort_by_key(|g| g.index);
