@@ -153,6 +153,10 @@ impl<'d> GpuDevice<'d> {
     /// per GPU instance in `mig_instances` — and computes the figures from
     /// each pair. A GPU without GPM reads nothing.
     pub fn read_gpm(&mut self, mig_instances: &[u32], tally: &mut Tally) -> GpmReadings {
+        // NVML could not tell at start (a GPU lost then): ask again.
+        if self.gpm.supported.is_none() {
+            self.probe_gpm(tally);
+        }
         let mut readings = GpmReadings {
             supported: self.gpm.supported,
             ..GpmReadings::default()

@@ -1,0 +1,259 @@
+//! GPM end to end (issue 12): the agent on the simulator with time frozen,
+//! so each GPM figure is exactly its scenario value. `golden` has GPM on
+//! GPU 0 (round values) and none on GPU 1; `tests/scenarios/golden-full.toml`
+//! has GPM on a MIG GPU with two GPU instances and two NVLink links.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{fixture, Agent, Metrics};
+use gpuwatch::gpu::nvml::Driver;
+use gpuwatch::sampler::procnames::ProcessNames;
+use gpuwatch::sampler::reader::{NodeReader, Tiers};
+
+const LONG: Duration = Duration::from_secs(20);
+const MIB: f64 = 1048576.0;
+
+fn frozen(scenario: &str, args: &[&str]) -> Agent {
+    Agent::start(scenario, args, &[("GPUWATCH_SIM_TIME", "10")])
+}
+
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn settled(agent: &Agent, family: &str) -> Metrics {
+    agent.wait_for(family, LONG, |m| m.has(family))
+}
+
+#[test]
+fn gpm_figures_are_exact_per_gpu_and_absent_without_gpm() {
+    let agent = frozen("golden", &["--metrics-compat", "dcgm"]);
+    let m = settled(&agent, "gpuwatch_gpm_sm_active_ratio");
+    let gpu0 = [("gpu", "0")];
+    let gpu1 = [("gpu", "1")];
+    let v = |name: &str, labels: &[(&str, &str)]| m.value(name, labels);
+    // nvml-sim/scenarios/golden.toml, GPU 0's [gpu.gpm], % → ratio.
+    assert_eq!(v("gpuwatch_gpm_supported", &gpu0), Some(1.0));
+    assert_eq!(v("gpuwatch_gpm_sm_active_ratio", &gpu0), Some(0.6));
+    assert_eq!(v("gpuwatch_gpm_sm_occupancy_ratio", &gpu0), Some(0.3));
+    assert_eq!(v("gpuwatch_gpm_tensor_active_ratio", &gpu0), Some(0.4));
+    assert_eq!(v("gpuwatch_gpm_dram_active_ratio", &gpu0), Some(0.4));
+    // gr_engine_active defaults to utilization_gpu (75).
+    assert_eq!(
+        v("gpuwatch_gpm_graphics_engine_active_ratio", &gpu0),
+        Some(0.75)
+    );
+    let pipe = |p: &str| {
+        v(
+            "gpuwatch_gpm_pipe_active_ratio",
+            &[("gpu", "0"), ("pipe", p)],
+        )
+    };
+    assert_eq!(pipe("fp32"), Some(0.1));
+    assert_eq!(pipe("tensor_hmma"), Some(0.4));
+    assert_eq!(pipe("fp64"), Some(0.0));
+    // PCIe: MiB/s in nvml.h, bytes/s here.
+    let pcie = |d: &str| {
+        v(
+            "gpuwatch_gpm_pcie_bytes_per_second",
+            &[("gpu", "0"), ("direction", d)],
+        )
+    };
+    assert_eq!(pcie("tx"), Some(100.0 * MIB));
+    assert_eq!(pcie("rx"), Some(200.0 * MIB));
+    // Media engines that exist (5 NVDEC, 1 NVJPG, 1 NVOFA); no others.
+    let engines = m.find("gpuwatch_gpm_media_engine_active_ratio", &gpu0);
+    assert_eq!(engines.len(), 5 + 1 + 1, "{engines:?}");
+    // No NVLink on this GPU: absent, not 0.
+    assert!(!m.has("gpuwatch_gpm_nvlink_bytes_per_second"));
+
+    // GPU 1 (no GPM): says so, and has no GPM figure at all.
+    assert_eq!(v("gpuwatch_gpm_supported", &gpu1), Some(0.0));
+    let gpm_on_gpu1: Vec<&str> = m
+        .samples
+        .iter()
+        .filter(|s| s.name.starts_with("gpuwatch_gpm_") && s.name != "gpuwatch_gpm_supported")
+        .filter(|s| s.labels.get("gpu").map(String::as_str) == Some("1"))
+        .map(|s| s.name.as_str())
+        .collect();
+    assert!(gpm_on_gpu1.is_empty(), "{gpm_on_gpu1:?}");
+
+    // dcgm-exporter's names: ratios (not %), bytes/s.
+    assert_eq!(v("DCGM_FI_PROF_SM_ACTIVE", &gpu0), Some(0.6));
+    assert_eq!(v("DCGM_FI_PROF_SM_OCCUPANCY", &gpu0), Some(0.3));
+    assert_eq!(v("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", &gpu0), Some(0.4));
+    assert_eq!(v("DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", &gpu0), Some(0.4));
+    assert_eq!(v("DCGM_FI_PROF_DRAM_ACTIVE", &gpu0), Some(0.4));
+    assert_eq!(v("DCGM_FI_PROF_GR_ENGINE_ACTIVE", &gpu0), Some(0.75));
+    assert_eq!(v("DCGM_FI_PROF_PIPE_FP32_ACTIVE", &gpu0), Some(0.1));
+    assert_eq!(v("DCGM_FI_PROF_PCIE_TX_BYTES", &gpu0), Some(100.0 * MIB));
+    assert_eq!(v("DCGM_FI_PROF_PCIE_RX_BYTES", &gpu0), Some(200.0 * MIB));
+    assert_eq!(v("DCGM_FI_PROF_SM_ACTIVE", &gpu1), None);
+    assert_eq!(
+        m.types.get("DCGM_FI_PROF_SM_ACTIVE").map(String::as_str),
+        Some("gauge")
+    );
+    // The labels are dcgm-exporter's (no GPU_I_ID without MIG).
+    let sample = &m.find("DCGM_FI_PROF_SM_ACTIVE", &gpu0)[0];
+    assert!(sample.labels.contains_key("UUID") && sample.labels.contains_key("modelName"));
+    assert!(!sample.labels.contains_key("GPU_I_ID"));
+    // The start-up line names the GPUs with GPM (colours stripped).
+    let log = agent.wait_for_log("gpus_without_gpm", LONG);
+    let plain = strip_ansi(&log);
+    assert!(
+        plain.contains("gpus_with_gpm=[0] gpus_without_gpm=[1]"),
+        "{plain}"
+    );
+}
+
+#[test]
+fn gpm_figures_are_exact_per_mig_instance_and_nvlink_link() {
+    let scenario = fixture("scenarios/golden-full.toml");
+    let agent = frozen(
+        scenario.to_str().expect("utf-8 path"),
+        &["--metrics-compat", "dcgm,nvidia_smi"],
+    );
+    let m = settled(&agent, "gpuwatch_gpm_mig_sm_active_ratio");
+    let v = |name: &str, labels: &[(&str, &str)]| m.value(name, labels);
+    let gi = |id: &'static str| [("gpu", "0"), ("gpu_instance", id)];
+    // tests/scenarios/golden-full.toml: instance 1 and 2's [gpu.mig_instances.gpm].
+    assert_eq!(v("gpuwatch_gpm_mig_sm_active_ratio", &gi("1")), Some(0.8));
+    assert_eq!(
+        v("gpuwatch_gpm_mig_sm_occupancy_ratio", &gi("1")),
+        Some(0.4)
+    );
+    assert_eq!(
+        v("gpuwatch_gpm_mig_tensor_active_ratio", &gi("1")),
+        Some(0.5)
+    );
+    assert_eq!(v("gpuwatch_gpm_mig_dram_active_ratio", &gi("1")), Some(0.3));
+    assert_eq!(v("gpuwatch_gpm_mig_sm_active_ratio", &gi("2")), Some(0.2));
+    assert_eq!(m.find("gpuwatch_gpm_mig_sm_active_ratio", &[]).len(), 2);
+    // The whole GPU keeps its own figures.
+    assert_eq!(
+        v("gpuwatch_gpm_sm_active_ratio", &[("gpu", "0")]),
+        Some(0.6)
+    );
+    let pipe = |p: &str| {
+        v(
+            "gpuwatch_gpm_pipe_active_ratio",
+            &[("gpu", "0"), ("pipe", p)],
+        )
+    };
+    assert_eq!(pipe("tensor_imma"), Some(0.1));
+    assert_eq!(pipe("integer"), Some(0.25));
+    assert_eq!(pipe("fp16"), Some(0.15));
+    // NVLink: 2 links at 1000 MiB/s out, 3000 in.
+    let link = |l: &str, d: &str| {
+        v(
+            "gpuwatch_gpm_nvlink_link_bytes_per_second",
+            &[("gpu", "0"), ("link", l), ("direction", d)],
+        )
+    };
+    assert_eq!(link("0", "tx"), Some(1000.0 * MIB));
+    assert_eq!(link("1", "rx"), Some(3000.0 * MIB));
+    assert_eq!(
+        m.find("gpuwatch_gpm_nvlink_link_bytes_per_second", &[])
+            .len(),
+        4
+    );
+    let total = |d: &str| {
+        v(
+            "gpuwatch_gpm_nvlink_bytes_per_second",
+            &[("gpu", "0"), ("direction", d)],
+        )
+    };
+    assert_eq!(total("tx"), Some(2000.0 * MIB));
+    assert_eq!(total("rx"), Some(6000.0 * MIB));
+    // The RTX 3090 and the lost GPU have none.
+    assert!(m
+        .find("gpuwatch_gpm_sm_active_ratio", &[("gpu", "1")])
+        .is_empty());
+    assert!(m.find("gpuwatch_gpm_supported", &[("gpu", "2")]).is_empty());
+
+    // dcgm: a MIG GPU's activity is per GPU instance (GPU_I_ID), its
+    // traffic per GPU; the NVLink total is DCGM's MiB/s figure.
+    let dcgm_gi = |id: &'static str| [("gpu", "0"), ("GPU_I_ID", id)];
+    assert_eq!(v("DCGM_FI_PROF_SM_ACTIVE", &dcgm_gi("1")), Some(0.8));
+    assert_eq!(
+        v("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", &dcgm_gi("1")),
+        Some(0.5)
+    );
+    assert_eq!(v("DCGM_FI_PROF_SM_ACTIVE", &dcgm_gi("2")), Some(0.2));
+    assert_eq!(m.find("DCGM_FI_PROF_SM_ACTIVE", &[("gpu", "0")]).len(), 2);
+    assert_eq!(
+        v("DCGM_FI_PROF_NVLINK_TX_BYTES", &[("gpu", "0")]),
+        Some(2000.0 * MIB)
+    );
+    assert_eq!(
+        v("DCGM_FI_PROF_NVLINK_RX_BYTES", &[("gpu", "0")]),
+        Some(6000.0 * MIB)
+    );
+    assert_eq!(
+        v("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", &[("gpu", "0")]),
+        Some(8000.0)
+    );
+    assert_eq!(
+        m.types
+            .get("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")
+            .map(String::as_str),
+        Some("untyped")
+    );
+    // nvidia_gpu_exporter's MIG activity families.
+    let smi = |id: &'static str| [("gpu_instance_id", id)];
+    assert_eq!(v("nvidia_smi_mig_sm_activity_ratio", &smi("1")), Some(0.8));
+    assert_eq!(
+        v("nvidia_smi_mig_tensor_activity_ratio", &smi("1")),
+        Some(0.5)
+    );
+}
+
+/// The first tick has one GPM sample only: every figure absent (not 0);
+/// the second computes them from the pair. In process, on the simulator.
+#[test]
+fn the_first_tick_has_no_gpm_figures_and_the_second_has() {
+    std::env::set_var("GPUWATCH_SIM_TIME", "10");
+    std::env::set_var(
+        nvml_sim::ENV_SCENARIO,
+        fixture("scenarios/golden-full.toml"),
+    );
+    let library = gpuwatch::sim::locate_library().expect("the simulator library is built");
+    let driver = Driver::open(Some(&library)).expect("open the simulator");
+    let mut reader = NodeReader::new(&driver, "test".into(), ProcessNames::new(None));
+    let first = reader.tick(Tiers::ALL, None);
+    let gpu0 = &first.gpus[0].gpm;
+    assert_eq!(gpu0.supported, Some(true));
+    assert_eq!(gpu0.gpu, None);
+    assert!(gpu0.instances.is_empty());
+    assert_eq!(first.gpus[1].gpm.supported, Some(false));
+    let second = reader.tick(Tiers::default(), None);
+    let gpu0 = &second.gpus[0].gpm;
+    assert_eq!(gpu0.sm_active_ratio(), Some(0.6));
+    // MIG instances were found on the first tick's process tier: sampled
+    // first on the second, figures from the third.
+    assert!(gpu0.instances.is_empty());
+    let third = reader.tick(Tiers::default(), None);
+    let ids: Vec<u32> = third.gpus[0]
+        .gpm
+        .instances
+        .iter()
+        .map(|i| i.gpu_instance_id)
+        .collect();
+    assert_eq!(ids, [1, 2]);
+    assert_eq!(second.gpus[1].gpm.gpu, None);
+}
