@@ -257,3 +257,75 @@ fn the_first_tick_has_no_gpm_figures_and_the_second_has() {
     assert_eq!(ids, [1, 2]);
     assert_eq!(second.gpus[1].gpm.gpu, None);
 }
+
+/// SM activity is in the history's tiers, `gpuwatch history --metric
+/// sm_active` shows it, and a GPU without GPM has no points for it.
+#[test]
+fn sm_activity_is_recorded_in_history_and_shown_by_the_cli() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gpuwatch.toml");
+    std::fs::write(
+        &config,
+        "[sampler]\ninterval = \"250ms\"\n[history]\nbatch_interval = \"1s\"\n",
+    )
+    .expect("config");
+    let db = dir.path().join("history.db");
+    let db_arg = db.to_str().expect("utf-8").to_string();
+    let agent = frozen(
+        "golden",
+        &[
+            "--config",
+            config.to_str().expect("utf-8"),
+            "--history-db",
+            &db_arg,
+        ],
+    );
+    let history = |gpu: &str, metric: &str| {
+        let (code, out, stderr) = common::run_cli(
+            &[
+                "history", "--db", &db_arg, "--gpu", gpu, "--metric", metric, "--since", "1h",
+                "--step", "1s", "--format", "json",
+            ],
+            &[],
+        );
+        assert_eq!(code, 0, "{stderr}");
+        serde_json::from_str::<serde_json::Value>(&out).expect("json")
+    };
+    let deadline = std::time::Instant::now() + LONG;
+    let points = loop {
+        let v = history("0", "sm_active");
+        let points: Vec<f64> = v["points"]
+            .as_array()
+            .map(|p| p.iter().filter_map(|p| p["avg"].as_f64()).collect())
+            .unwrap_or_default();
+        if points.len() >= 2 {
+            break points;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no sm_active points: {v}\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    // golden.toml GPU 0: sm_active = 60 (%), every sample.
+    assert!(points.iter().all(|p| *p == 60.0), "{points:?}");
+    for (metric, value) in [
+        ("sm_occupancy", 30.0),
+        ("tensor_active", 40.0),
+        ("dram_active", 40.0),
+    ] {
+        let v = history("0", metric);
+        let last = v["points"].as_array().and_then(|p| p.last()).cloned();
+        assert_eq!(
+            last.and_then(|p| p["avg"].as_f64()),
+            Some(value),
+            "{metric}: {v}"
+        );
+    }
+    let v = history("1", "sm_active");
+    let with_values = v["points"].as_array().map_or(0, |p| {
+        p.iter().filter(|p| p["avg"].as_f64().is_some()).count()
+    });
+    assert_eq!(with_values, 0, "GPU 1 has no GPM: {v}");
+}
