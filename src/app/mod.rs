@@ -28,7 +28,7 @@ use crate::http::HistoryApi;
 use crate::http::{serve_secured, HttpState, ServerLimits};
 use crate::panics::{spawn_supervised, supervise, Panics, PanicsCollector};
 use crate::sampler::procnames::ProcessNames;
-use crate::sampler::reader::{NodeReader, Tiers};
+use crate::sampler::reader::NodeReader;
 use crate::sampler::{watchdog, Sampler, SamplerSettings, SnapshotSink};
 use crate::sim;
 
@@ -500,7 +500,7 @@ fn one_sample(options: &SourceOptions, config: &Config) -> anyhow::Result<crate:
     if let Some(pods) = ask_kubelet_once(config) {
         reader.set_pod_allocations(Arc::new(pods));
     }
-    Ok(reader.tick(Tiers::ALL, None))
+    Ok(reader.sample_once(std::time::Duration::from_millis(500)))
 }
 
 /// The kubelet's device allocations for a one-off sample; `None` (with a

@@ -165,6 +165,22 @@ impl<'d> NodeReader<'d> {
         }
     }
 
+    /// Reads every tier once (`gpuwatch status`, `capacity`); where a GPU
+    /// has GPM, reads the fast tier again `window` later, since GPM figures
+    /// come from two samples.
+    pub fn sample_once(&mut self, window: std::time::Duration) -> Snapshot {
+        let first = self.tick(Tiers::ALL, None);
+        let any_gpm = self
+            .slots
+            .iter()
+            .any(|s| s.device.gpm_supported() == Some(true));
+        if !any_gpm {
+            return first;
+        }
+        std::thread::sleep(window);
+        self.tick(Tiers::default(), None)
+    }
+
     /// Reads every GPU and returns the snapshot.
     pub fn tick(&mut self, tiers: Tiers, xid: Option<&XidTable>) -> Snapshot {
         let started = Instant::now();
@@ -197,16 +213,6 @@ impl<'d> NodeReader<'d> {
             } else {
                 FastReadings::default()
             };
-            let gpm = if self.tally.lost.is_none() {
-                let instances: Vec<u32> = slot
-                    .mig_instances
-                    .iter()
-                    .map(|m| m.gpu_instance_id)
-                    .collect();
-                Arc::new(slot.device.read_gpm(&instances, &mut self.tally))
-            } else {
-                Arc::default()
-            };
             if tiers.processes && self.tally.lost.is_none() {
                 if let Some(mut list) = slot.device.read_processes(&mut self.tally) {
                     let driver = self.driver;
@@ -233,6 +239,18 @@ impl<'d> NodeReader<'d> {
                     Arc::default()
                 };
             }
+            // After the process tier, so MIG instances found on this tick
+            // are sampled on it too.
+            let gpm = if self.tally.lost.is_none() {
+                let instances: Vec<u32> = slot
+                    .mig_instances
+                    .iter()
+                    .map(|m| m.gpu_instance_id)
+                    .collect();
+                Arc::new(slot.device.read_gpm(&instances, &mut self.tally))
+            } else {
+                Arc::default()
+            };
             let status = match &self.tally.lost {
                 Some(reason) => GpuStatus::Lost {
                     reason: reason.clone(),
