@@ -78,6 +78,8 @@ fn gpu(gpu: &GpuSnapshot) -> Value {
         "status": status,
         "lost_reason": lost_reason,
         "utilization_percent": r.utilization_gpu_ratio.map(|u| u * 100.0),
+        "sm_active_percent": gpu.gpm.sm_active_ratio().map(|u| u * 100.0),
+        "gpm_supported": gpu.gpm.supported,
         "memory_used_bytes": r.memory.map(|m| m.used_bytes),
         "memory_total_bytes": r.memory.map(|m| m.total_bytes),
         "temperature_celsius": r.temperature_gpu_celsius,
