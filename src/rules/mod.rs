@@ -27,4 +27,6 @@ pub use rule::{AlertKey, AlertState, Rule, Severity, Target, Transition};
 pub use template::{Context, Template};
 
 #[cfg(test)]
+mod gpm_tests;
+#[cfg(test)]
 mod tests;
