@@ -356,3 +356,49 @@ fn status_shows_gpm_figures_and_which_gpus_lack_gpm() {
     assert_eq!(v["gpus"][1]["gpm"]["supported"].as_bool(), Some(false));
     assert!(v["gpus"][1]["gpm"]["gpu"].is_null());
 }
+
+/// On `workloads` (one GPU per kind of job), the two GPM rules fire on the
+/// starved GPU and the held-but-idle GPU only; their holds are tuned down
+/// to 1 s from the config, as any built-in rule can be.
+#[test]
+fn starved_and_held_but_idle_gpus_are_alerted_and_no_other() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gpuwatch.toml");
+    std::fs::write(
+        &config,
+        "[sampler]\ninterval = \"250ms\"\nprocess_interval = \"250ms\"\n\n\
+         [[rules]]\nname = \"GpuBusyButStarved\"\nfor = \"1s\"\n\n\
+         [[rules]]\nname = \"GpuHeldButIdle\"\nfor = \"1s\"\n",
+    )
+    .expect("config");
+    let config = config.to_str().expect("utf-8");
+    let (code, out, _) = common::run_cli(&["validate", "--config", config], &[]);
+    assert_eq!(code, 0, "{out}");
+    let agent = frozen("workloads", &["--config", config]);
+    let firing = |m: &Metrics, rule: &str| -> Vec<String> {
+        let mut gpus: Vec<String> = m
+            .find(
+                "gpuwatch_alerts",
+                &[("alertname", rule), ("state", "firing")],
+            )
+            .iter()
+            .filter_map(|s| s.labels.get("gpu").cloned())
+            .collect();
+        gpus.sort();
+        gpus
+    };
+    let m = agent.wait_for("both GPM alerts firing", LONG, |m| {
+        !firing(m, "GpuBusyButStarved").is_empty() && !firing(m, "GpuHeldButIdle").is_empty()
+    });
+    // Let every GPU be evaluated a few more times: still only those two.
+    std::thread::sleep(Duration::from_secs(2));
+    let m2 = agent.wait_for("another scrape", LONG, |_| true);
+    for m in [&m, &m2] {
+        assert_eq!(firing(m, "GpuBusyButStarved"), ["2"], "{}", m.text);
+        assert_eq!(firing(m, "GpuHeldButIdle"), ["3"], "{}", m.text);
+        assert!(m
+            .find("gpuwatch_alerts", &[("alertname", "GpuBusyButStarved")])
+            .iter()
+            .all(|s| s.labels.get("gpu").map(String::as_str) == Some("2")));
+    }
+}
