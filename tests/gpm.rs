@@ -402,3 +402,75 @@ fn starved_and_held_but_idle_gpus_are_alerted_and_no_other() {
             .all(|s| s.labels.get("gpu").map(String::as_str) == Some("2")));
     }
 }
+
+/// Capacity: where a GPU has GPM, a profile's SM share is bounded by the
+/// measured SM activity (per MIG instance with MIG on), and the table says
+/// so; without GPM it falls back to the processes' SM utilization.
+#[test]
+fn capacity_takes_sm_headroom_from_measured_sm_activity() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gpuwatch.toml");
+    std::fs::write(
+        &config,
+        "[capacity]\nmemory_margin = \"0GiB\"\n\
+         [[profiles]]\nname = \"quarter\"\nmemory = \"4GiB\"\nsm_share = 0.25\n",
+    )
+    .expect("config");
+    let config = config.to_str().expect("utf-8");
+    let env = [("GPUWATCH_SIM_TIME", "10")];
+    let rows = |scenario: &str| -> Vec<(String, String, String)> {
+        let (code, out, stderr) = common::run_cli(
+            &["capacity", "--simulate", scenario, "--config", config],
+            &env,
+        );
+        assert_eq!(code, 0, "{stderr}");
+        out.lines()
+            .filter(|l| l.starts_with("quarter "))
+            .map(|l| {
+                let gpu = l.split_whitespace().nth(1).unwrap_or("").to_string();
+                // Fits follows the free GiB (the only number with a point);
+                // on the node total it is the last word.
+                let words: Vec<&str> = l.split_whitespace().collect();
+                let fits = words
+                    .iter()
+                    .position(|w| w.contains('.'))
+                    .and_then(|i| words.get(i + 1))
+                    .or(words.last())
+                    .unwrap_or(&"")
+                    .to_string();
+                let source = if l.contains("gpm sm active") {
+                    "gpm"
+                } else if l.contains("process sm") {
+                    "processes"
+                } else {
+                    "-"
+                };
+                (gpu, fits, source.to_string())
+            })
+            .collect()
+    };
+    let row = |gpu: &str, fits: &str, source: &str| (gpu.into(), fits.into(), source.into());
+    // workloads: SM active 90 %, 30 %, 12 %, 0 % → ⌊(1 − a) / 0.25⌋ = 0, 2, 3, 4.
+    // GPU 4 (MIG): instance 1 at 80 % takes 0, instance 2 (idle, 31 GiB
+    // free) 4: 4 in all, where memory alone would give 2 + 7.
+    assert_eq!(
+        rows("workloads"),
+        vec![
+            row("0", "0", "gpm"),
+            row("1", "2", "gpm"),
+            row("2", "3", "gpm"),
+            row("3", "4", "gpm"),
+            row("4", "4", "gpm"),
+            row("all", "13", "-"),
+        ]
+    );
+    // golden: GPU 0 has GPM (60 % → 1); GPU 1 has none: its processes' SM.
+    assert_eq!(
+        rows("golden"),
+        vec![
+            row("0", "1", "gpm"),
+            row("1", "4", "processes"),
+            row("all", "5", "-")
+        ]
+    );
+}
