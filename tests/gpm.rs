@@ -474,3 +474,32 @@ fn capacity_takes_sm_headroom_from_measured_sm_activity() {
         ]
     );
 }
+
+/// `sampler.gpm = false`: no GPM call, no GPM family, and the log says so.
+#[test]
+fn gpm_can_be_turned_off() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gpuwatch.toml");
+    std::fs::write(&config, "[sampler]\ngpm = false\ninterval = \"250ms\"\n").expect("config");
+    let config = config.to_str().expect("utf-8");
+    let agent = frozen("golden", &["--config", config, "--metrics-compat", "dcgm"]);
+    let m = agent.wait_for("a few samples", LONG, |m| {
+        m.value("gpuwatch_samples_total", &[])
+            .is_some_and(|n| n >= 3.0)
+    });
+    let gpm: Vec<&str> = m
+        .samples
+        .iter()
+        .filter(|s| s.name.starts_with("gpuwatch_gpm_") || s.name.starts_with("DCGM_FI_PROF_"))
+        .map(|s| s.name.as_str())
+        .collect();
+    assert!(gpm.is_empty(), "{gpm:?}");
+    assert!(m
+        .find("gpuwatch_collector_success", &[("group", "gpm")])
+        .is_empty());
+    assert!(m
+        .find("gpuwatch_nvml_errors_total", &[])
+        .iter()
+        .all(|s| !s.labels["function"].contains("Gpm")));
+    agent.wait_for_log("sampler.gpm = false", LONG);
+}

@@ -183,6 +183,7 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
         command_lines: config.sampler.process_command_line,
         hostname: hostname(&config),
         pods,
+        gpm: config.sampler.gpm,
     };
     let mut sinks = Vec::new();
     let history = if config.history.enabled && !options.no_history {
@@ -496,7 +497,7 @@ fn one_sample(options: &SourceOptions, config: &Config) -> anyhow::Result<crate:
     let driver = Driver::open(source.library.as_deref())?;
     let names =
         ProcessNames::new(source.proc_root).with_command_lines(config.sampler.process_command_line);
-    let mut reader = NodeReader::new(&driver, hostname(config), names);
+    let mut reader = NodeReader::with_gpm(&driver, hostname(config), names, config.sampler.gpm);
     if let Some(pods) = ask_kubelet_once(config) {
         reader.set_pod_allocations(Arc::new(pods));
     }

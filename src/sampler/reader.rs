@@ -62,11 +62,19 @@ pub struct NodeReader<'d> {
     pods_changed: bool,
     tally: Tally,
     ticks: u64,
+    /// Whether GPM is sampled (`sampler.gpm`).
+    gpm: bool,
 }
 
 impl<'d> NodeReader<'d> {
-    /// Enumerates the GPUs of `driver`.
+    /// Enumerates the GPUs of `driver`, with GPM sampled where a GPU has it.
     pub fn new(driver: &'d Driver, hostname: String, names: ProcessNames) -> Self {
+        Self::with_gpm(driver, hostname, names, true)
+    }
+
+    /// Enumerates the GPUs of `driver`; `gpm` off (`sampler.gpm = false`)
+    /// makes no GPM call at all.
+    pub fn with_gpm(driver: &'d Driver, hostname: String, names: ProcessNames, gpm: bool) -> Self {
         let mut tally = Tally::default();
         let count = driver.device_count(&mut tally).unwrap_or(0);
         let mut reader = NodeReader {
@@ -80,6 +88,7 @@ impl<'d> NodeReader<'d> {
             pods_changed: false,
             tally,
             ticks: 0,
+            gpm,
         };
         for index in 0..count {
             reader.attach(index);
@@ -91,6 +100,10 @@ impl<'d> NodeReader<'d> {
     /// One info line at start (and after a driver re-init): which GPUs
     /// have GPM, so SM activity and the other GPM figures are read there.
     fn announce_gpm(&self) {
+        if !self.gpm {
+            tracing::info!("GPM is not read (sampler.gpm = false): no SM activity figures.");
+            return;
+        }
         let with: Vec<u32> = self
             .slots
             .iter()
@@ -113,7 +126,9 @@ impl<'d> NodeReader<'d> {
         self.tally.begin_gpu(index);
         match self.driver.device(index, &mut self.tally) {
             Ok(mut device) => {
-                device.probe_gpm(&mut self.tally);
+                if self.gpm {
+                    device.probe_gpm(&mut self.tally);
+                }
                 let uuid = device.uuid(&mut self.tally).unwrap_or_default();
                 let slot = GpuSlot {
                     device,
@@ -241,7 +256,7 @@ impl<'d> NodeReader<'d> {
             }
             // After the process tier, so MIG instances found on this tick
             // are sampled on it too.
-            let gpm = if self.tally.lost.is_none() {
+            let gpm = if self.gpm && self.tally.lost.is_none() {
                 let instances: Vec<u32> = slot
                     .mig_instances
                     .iter()
