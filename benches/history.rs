@@ -136,6 +136,7 @@ impl Node {
                     pods: Arc::default(),
                     xid_errors: Arc::default(),
                     groups: BTreeMap::new(),
+                    gpm: Default::default(),
                 }
             })
             .collect();

@@ -460,6 +460,24 @@ def fleet():
     L.add(bargauge("Fullest GPUs", targets(
         ("topk(10, gpuwatch_memory_used_bytes%s / gpuwatch_memory_total_bytes%s)%s" % (s(), s(), NAME), GPU_LEGEND),
         instant=True), "percentunit", "The ten GPUs with the least free framebuffer memory.", mx=1, th=RATIO_TH), 8, 10)
+
+    L.row("Workload depth (GPM)")
+    gpm_desc = " From GPM (Hopper and newer); GPUs without GPM have no series."
+    L.add(timeseries("SM active", targets((named("gpuwatch_gpm_sm_active_ratio%s" % s()), GPU_LEGEND)), "percentunit",
+                     "Share of time the SMs had work, averaged over all SMs: unlike utilization, a small kernel reads small." + gpm_desc,
+                     mn=0, mx=1), 12, 8)
+    L.add(timeseries("SM occupancy", targets((named("gpuwatch_gpm_sm_occupancy_ratio%s" % s()), GPU_LEGEND)), "percentunit",
+                     "Resident warps over the maximum." + gpm_desc, mn=0, mx=1), 12, 8)
+    L.add(timeseries("Tensor active", targets((named("gpuwatch_gpm_tensor_active_ratio%s" % s()), GPU_LEGEND)), "percentunit",
+                     "Share of time any tensor pipe was active." + gpm_desc, mn=0, mx=1), 12, 8)
+    L.add(timeseries("DRAM bandwidth used", targets((named("gpuwatch_gpm_dram_active_ratio%s" % s()), GPU_LEGEND)), "percentunit",
+                     "Share of the peak DRAM bandwidth." + gpm_desc, mn=0, mx=1), 12, 8)
+    L.add(timeseries("PCIe traffic", targets(
+        ('sum by (instance, gpu, direction) (gpuwatch_gpm_pcie_bytes_per_second%s)' % s(), "{{instance}} GPU {{gpu}} {{direction}}")),
+        "Bps", "PCIe data sent (tx) and received (rx) by each GPU." + gpm_desc, mn=0), 12, 8)
+    L.add(timeseries("NVLink traffic", targets(
+        ('sum by (instance, gpu, direction) (gpuwatch_gpm_nvlink_bytes_per_second%s)' % s(), "{{instance}} GPU {{gpu}} {{direction}}")),
+        "Bps", "NVLink data over all links of each GPU." + gpm_desc, mn=0), 12, 8)
     return dashboard("gpuwatch-fleet", "gpuwatch / Fleet",
                      "All nodes and GPUs watched by gpuwatch: load, memory, temperature, power, throttling, health.",
                      L, True, ["fleet"])
@@ -595,6 +613,27 @@ def detail():
         ('rate(process_cpu_seconds_total{instance=~"$instance"}[$__rate_interval])', "CPU")), "percentunit", mn=0), 4, 4)
     L.add(stat("GPUs on node", targets('gpuwatch_gpus{instance=~"$instance"}'), "short"), 4, 4)
     L.add(stat("Agent uptime", targets('time() - process_start_time_seconds{instance=~"$instance"}'), "s"), 4, 4)
+
+    L.row("Workload depth (GPM)")
+    gpm_desc = " From GPM (Hopper and newer): empty on GPUs without it."
+    L.add(timeseries("SM activity", targets(
+        ("gpuwatch_gpm_sm_active_ratio%s" % s(), "SM active"),
+        ("gpuwatch_gpm_sm_occupancy_ratio%s" % s(), "SM occupancy"),
+        ("gpuwatch_gpm_tensor_active_ratio%s" % s(), "tensor active"),
+        ("gpuwatch_gpm_dram_active_ratio%s" % s(), "DRAM bandwidth"),
+        ("gpuwatch_gpu_utilization_ratio%s" % s(), "utilization (nvidia-smi)")), "percentunit",
+        "How much of the GPU the work uses, beside NVML's utilization (a kernel ran at all)." + gpm_desc, mn=0, mx=1), 18, 8)
+    L.add(gauge("SM active", targets("gpuwatch_gpm_sm_active_ratio%s" % s()), "percentunit", th=RATIO_TH), 6, 8)
+    L.add(timeseries("Pipes", targets(("gpuwatch_gpm_pipe_active_ratio%s" % s(), "{{pipe}}")), "percentunit",
+                     "Tensor (HMMA, IMMA, DFMA), FP64/FP32/FP16 and integer pipes." + gpm_desc, mn=0, mx=1), 12, 8)
+    L.add(timeseries("PCIe and NVLink traffic", targets(
+        ("gpuwatch_gpm_pcie_bytes_per_second%s" % s(), "PCIe {{direction}}"),
+        ("gpuwatch_gpm_nvlink_bytes_per_second%s" % s(), "NVLink {{direction}}")), "Bps", "Data sent (tx) and received (rx)." + gpm_desc, mn=0), 12, 8)
+    L.add(timeseries("NVLink per link", targets(("gpuwatch_gpm_nvlink_link_bytes_per_second%s" % s(), "link {{link}} {{direction}}")),
+                     "Bps", "Per NVLink link." + gpm_desc, mn=0), 12, 8)
+    L.add(timeseries("MIG instances: SM active", targets(("gpuwatch_gpm_mig_sm_active_ratio%s" % s(), "instance {{gpu_instance}}")),
+                     "percentunit", "SM activity per MIG GPU instance: the utilization NVML does not give for MIG." + gpm_desc,
+                     mn=0, mx=1), 12, 8)
     return dashboard("gpuwatch-gpu", "gpuwatch / GPU detail",
                      "Every metric gpuwatch exports for one GPU of one node.", L, False, ["detail"])
 

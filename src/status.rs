@@ -119,6 +119,7 @@ pub fn render(snapshot: &Snapshot) -> String {
             }
         );
         let _ = writeln!(out, "     {}", sharing_line(gpu));
+        let _ = writeln!(out, "     {}", gpm_line(&gpu.gpm));
         for allocation in gpu.pods.iter() {
             let instance = allocation
                 .gpu_instance_id
@@ -228,6 +229,60 @@ fn sharing_line(gpu: &crate::gpu::GpuSnapshot) -> String {
         if gpu.processes.len() == 1 { "" } else { "es" }
     ));
     parts.join("  ")
+}
+
+/// GPM figures of one GPU (and its MIG instances): "GPM SM active 60%
+/// occupancy 30% tensor 40% DRAM 40%", or why there are none.
+fn gpm_line(gpm: &crate::gpu::gpm::GpmReadings) -> String {
+    let Some(m) = &gpm.gpu else {
+        return match gpm.supported {
+            Some(true) => "GPM on (no figures yet: they need two samples)".into(),
+            Some(false) => "GPM not supported (SM activity needs Hopper or newer)".into(),
+            None => "GPM unknown".into(),
+        };
+    };
+    let mut line = format!("GPM {}", activity(m));
+    for (label, tx, rx) in [
+        (
+            "PCIe",
+            m.pcie_tx_bytes_per_second,
+            m.pcie_rx_bytes_per_second,
+        ),
+        (
+            "NVLink",
+            m.nvlink_tx_bytes_per_second,
+            m.nvlink_rx_bytes_per_second,
+        ),
+    ] {
+        if let (Some(tx), Some(rx)) = (tx, rx) {
+            let _ = write!(
+                line,
+                "  {label} tx/rx {:.0}/{:.0} MiB/s",
+                tx / MIB,
+                rx / MIB
+            );
+        }
+    }
+    for instance in &gpm.instances {
+        let _ = write!(
+            line,
+            "\n     GPM gi {}: {}",
+            instance.gpu_instance_id,
+            activity(&instance.metrics)
+        );
+    }
+    line
+}
+
+fn activity(m: &crate::gpu::gpm::GpmMetrics) -> String {
+    let pct = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |r| format!("{:.0}%", r * 100.0));
+    format!(
+        "SM active {}  occupancy {}  tensor {}  DRAM {}",
+        pct(m.sm_active_ratio),
+        pct(m.sm_occupancy_ratio),
+        pct(m.tensor_active_ratio),
+        pct(m.dram_active_ratio)
+    )
 }
 
 fn truncate(text: &str, width: usize) -> String {

@@ -41,11 +41,12 @@ fn start(args: &[&str]) -> Agent {
 
 fn settled(agent: &Agent) -> Metrics {
     agent.wait_for(
-        "both Xid codes and the processes",
+        "both Xid codes, the processes and per-instance GPM",
         Duration::from_secs(20),
         |m| {
             m.find("gpuwatch_xid_errors_total", &[]).len() == 2
                 && m.find("gpuwatch_gpu_processes", &[]).len() == 2
+                && m.has("gpuwatch_gpm_mig_sm_active_ratio")
         },
     )
 }
@@ -299,7 +300,7 @@ fn check_promtool(m: &Metrics) {
     // `modelName` label is camelCase. (Its counters would also draw
     // "counter metrics should have "_total" suffix"; here they are untyped.)
     let dcgm: Vec<&String> = m.types.keys().filter(|n| n.starts_with("DCGM_")).collect();
-    assert_eq!(dcgm.len(), 27, "DCGM families: {dcgm:?}");
+    assert_eq!(dcgm.len(), 27 + 16, "DCGM families: {dcgm:?}");
     for name in dcgm {
         expected.insert(format!(
             "{name} label names should be written in 'snake_case' not 'camelCase'"

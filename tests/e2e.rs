@@ -100,33 +100,43 @@ fn metrics_are_gzipped_on_request_and_openmetrics_on_request() {
         &[("GPUWATCH_SIM_TIME", "10")],
     );
     agent.wait_ready(200, LONG);
-    let (head, body) = agent.raw_get("/metrics", &[("Accept-Encoding", "gzip")]);
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(
-        head.to_ascii_lowercase().contains("content-encoding: gzip"),
-        "{head}"
-    );
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&body[..])
-        .read_to_string(&mut text)
-        .expect("a valid gzip body");
-    assert!(text.contains("gpuwatch_gpu_info{"), "{text}");
-    let (head, body) = agent.raw_get("/metrics", &[]);
-    assert!(
-        !head.to_ascii_lowercase().contains("content-encoding"),
-        "{head}"
-    );
-    let plain = String::from_utf8_lossy(&body).to_string();
-    assert!(plain.contains("gpuwatch_gpu_info{"));
     // The same families either way (the gzipped body is stitched from
-    // pieces compressed apart: it must hold the whole text, in order).
+    // pieces compressed apart: it must hold the whole text, in order). A
+    // family can appear between two scrapes (e.g. the rules' counters after
+    // the first evaluation): scrape the pair again until they agree.
     let families = |text: &str| -> Vec<String> {
         text.lines()
             .filter(|l| l.starts_with("# HELP "))
             .map(str::to_string)
             .collect()
     };
-    assert_eq!(families(&text), families(&plain));
+    let mut pair = (Vec::new(), vec![String::from("not scraped yet")]);
+    for _ in 0..10 {
+        let (head, body) = agent.raw_get("/metrics", &[("Accept-Encoding", "gzip")]);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(
+            head.to_ascii_lowercase().contains("content-encoding: gzip"),
+            "{head}"
+        );
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_string(&mut text)
+            .expect("a valid gzip body");
+        assert!(text.contains("gpuwatch_gpu_info{"), "{text}");
+        let (head, body) = agent.raw_get("/metrics", &[]);
+        assert!(
+            !head.to_ascii_lowercase().contains("content-encoding"),
+            "{head}"
+        );
+        let plain = String::from_utf8_lossy(&body).to_string();
+        assert!(plain.contains("gpuwatch_gpu_info{"));
+        pair = (families(&text), families(&plain));
+        if pair.0 == pair.1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    assert_eq!(pair.0, pair.1);
     let common::Response { headers, body, .. } = agent
         .get_with(
             "/metrics",

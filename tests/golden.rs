@@ -69,6 +69,7 @@ fn scrape_golden() -> Metrics {
                 && m.value("gpuwatch_history_rows_written_total", &[])
                     .is_some_and(|v| v > 0.0)
                 && m.has("gpuwatch_gpu_pod_info")
+                && m.has("gpuwatch_gpm_mig_sm_active_ratio")
         },
     )
 }

@@ -395,6 +395,7 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
             m.has("gpuwatch_temperature_threshold_celsius")
                 && m.has("gpuwatch_process_memory_used_bytes")
                 && m.has("gpuwatch_pcie_link_width")
+                && m.has("gpuwatch_gpm_nvlink_link_bytes_per_second")
         },
     );
     let golden_metrics =
@@ -402,6 +403,7 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
             m.find("gpuwatch_xid_errors_total", &[]).len() == 2
                 && m.find("gpuwatch_gpu_processes", &[]).len() == 2
                 && m.has("gpuwatch_gpu_pod_info")
+                && m.has("gpuwatch_gpm_mig_sm_active_ratio")
         });
     let h100_instance = h100.url.trim_start_matches("http://").to_string();
     let golden_instance = golden.url.trim_start_matches("http://").to_string();

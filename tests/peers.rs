@@ -30,16 +30,36 @@ const DCGM: &str = "dcgm-exporter-dashboard.json";
 
 /// Panels known to stay empty on gpuwatch: (dashboard, panel title, why).
 const EMPTY_PANELS: &[(&str, &str, &str)] = &[
-    (NGE, "Recovery Action", "gpuwatch does not read NVML's GPU recovery action"),
-    (NGE, "Fabric State", "gpuwatch does not read the NVLink fabric state"),
-    (NGE, "PCIe Throughput", "gpuwatch does not sample PCIe throughput"),
-    (NGE, "MIG SM Activity", "gpuwatch reads no per-MIG-instance GPM activity"),
-    (NGE, "MIG Tensor Activity", "gpuwatch reads no per-MIG-instance GPM activity"),
-    (NGE_OVERVIEW, "Recovery Action (history)", "gpuwatch does not read NVML's GPU recovery action"),
-    (NGE_OVERVIEW, "PCIe TX", "gpuwatch does not sample PCIe throughput"),
-    (NGE_OVERVIEW, "PCIe RX", "gpuwatch does not sample PCIe throughput"),
-    (NGE_OVERVIEW, "MIG SM Activity", "gpuwatch reads no per-MIG-instance GPM activity"),
-    (DCGM, "Tensor Core Utilization", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE is a DCGM profiling field; gpuwatch has no GPM readings yet"),
+    (
+        NGE,
+        "Recovery Action",
+        "gpuwatch does not read NVML's GPU recovery action",
+    ),
+    (
+        NGE,
+        "Fabric State",
+        "gpuwatch does not read the NVLink fabric state",
+    ),
+    (
+        NGE,
+        "PCIe Throughput",
+        "gpuwatch does not sample PCIe throughput",
+    ),
+    (
+        NGE_OVERVIEW,
+        "Recovery Action (history)",
+        "gpuwatch does not read NVML's GPU recovery action",
+    ),
+    (
+        NGE_OVERVIEW,
+        "PCIe TX",
+        "gpuwatch does not sample PCIe throughput",
+    ),
+    (
+        NGE_OVERVIEW,
+        "PCIe RX",
+        "gpuwatch does not sample PCIe throughput",
+    ),
 ];
 
 fn load(file: &str) -> Value {
@@ -247,11 +267,16 @@ fn peer_dashboards_show_data_on_gpuwatch_through_a_real_prometheus() {
         m.find("nvidia_smi_xid_errors_total", &[]).len() == 2
             && m.has("nvidia_smi_compute_app_used_memory_bytes")
             && m.has("nvidia_smi_mig_memory_used_bytes")
+            && m.has("nvidia_smi_mig_sm_activity_ratio")
     });
     h100.wait_for(
         "processes and the slow tier",
         Duration::from_secs(30),
-        |m| m.has("nvidia_smi_compute_app_used_memory_bytes") && m.has("nvidia_smi_pstate"),
+        |m| {
+            m.has("nvidia_smi_compute_app_used_memory_bytes")
+                && m.has("nvidia_smi_pstate")
+                && m.has("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
+        },
     );
     let mut instances: Vec<String> = [&golden, &h100]
         .iter()

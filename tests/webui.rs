@@ -252,6 +252,18 @@ fn page_shows_the_gpus_with_the_agents_values_and_their_history() {
                 && close(power[1], f(&g["health"]["power_limit_watts"]), 1.0),
             &format!("GPU {i} power and limit {power:?}"),
         );
+        // SM active (GPM) beside utilization; "–" on the GPUs without GPM.
+        let sm = numbers(&page.cell(i, "sm_active"));
+        match g["gpm"]["gpu"]["sm_active_ratio"].as_f64() {
+            Some(ratio) => page.check(
+                sm.len() == 1 && close(sm[0], ratio * 100.0, 1.0),
+                &format!("GPU {i} SM active {sm:?}"),
+            ),
+            None => page.check(
+                page.cell(i, "sm_active") == "–",
+                &format!("GPU {i} without GPM shows no SM active"),
+            ),
+        }
         let count = g["processes"].as_array().expect("processes").len();
         processes += count;
         page.check(
@@ -265,8 +277,8 @@ fn page_shows_the_gpus_with_the_agents_values_and_their_history() {
     );
     let charts = page.json["charts"].as_object().expect("charts");
     page.check(
-        charts.len() == 4 && charts.values().all(|n| n.as_u64() >= Some(3)),
-        "four charts with points",
+        charts.len() == 8 && charts.values().all(|n| n.as_u64() >= Some(3)),
+        "eight charts with points (GPU 0 has GPM: SM active, occupancy, tensor, DRAM)",
     );
     page.check(
         page.json["history_note_visible"] == false,

@@ -150,6 +150,7 @@ pub async fn run(
         command_lines: config.sampler.process_command_line,
         hostname,
         pods,
+        gpm: config.sampler.gpm,
     };
     let sampler =
         Sampler::start(settings, driver, sinks).context("cannot start the sampler thread")?;

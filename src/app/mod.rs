@@ -22,7 +22,7 @@ use crate::exporter::compat::MetricsCompat;
 use crate::gpu::nvml::Driver;
 use crate::http::webconfig::{self, WebSecurity};
 use crate::sampler::procnames::ProcessNames;
-use crate::sampler::reader::{NodeReader, Tiers};
+use crate::sampler::reader::NodeReader;
 use crate::sim;
 
 use agent::{HistoryPlan, Plan};
@@ -309,11 +309,11 @@ fn one_sample(options: &SourceOptions, config: &Config) -> anyhow::Result<crate:
     let driver = Driver::open(source.library.as_deref())?;
     let names =
         ProcessNames::new(source.proc_root).with_command_lines(config.sampler.process_command_line);
-    let mut reader = NodeReader::new(&driver, hostname(config), names);
+    let mut reader = NodeReader::with_gpm(&driver, hostname(config), names, config.sampler.gpm);
     if let Some(pods) = ask_kubelet_once(config) {
         reader.set_pod_allocations(Arc::new(pods));
     }
-    Ok(reader.tick(Tiers::ALL, None))
+    Ok(reader.sample_once(std::time::Duration::from_millis(500)))
 }
 
 /// The kubelet's device allocations for a one-off sample; `None` (with a

@@ -13,9 +13,12 @@
 //!   margin) / profile memory⌋, summed over instances;
 //! - otherwise ⌊(free memory − margin) / profile memory⌋;
 //! - a profile with an SM share also needs that share of SM time free:
-//!   ⌊(1 − SM share in use) / sm_share⌋, where the share in use is the sum
-//!   of the processes' SM utilization (the GPU's utilization when the driver
-//!   gives no per-process figures).
+//!   ⌊(1 − SM share in use) / sm_share⌋, where the share in use is the
+//!   GPU's measured SM activity where it has GPM (Hopper and newer), else
+//!   the sum of the processes' SM utilization (else the GPU's utilization);
+//!   [`SmSource`] says which. With MIG on and GPM, each instance's own SM
+//!   activity bounds its count, `sm_share` then being a share of the
+//!   instance.
 //!
 //! A profile whose model filter does not match a GPU's name gives no value
 //! for that GPU; a GPU whose memory is unknown gives none either.
@@ -82,6 +85,28 @@ impl Limit {
     }
 }
 
+/// Where the SM share in use came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmSource {
+    /// GPM's measured SM activity (per MIG instance with MIG on).
+    Gpm,
+    /// The sum of the processes' SM utilization (nvmlDeviceGetProcessUtilization).
+    Processes,
+    /// The GPU's utilization: the driver gives neither of the above.
+    Utilization,
+}
+
+impl SmSource {
+    /// A word for the `capacity` table.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SmSource::Gpm => "gpm sm active",
+            SmSource::Processes => "process sm",
+            SmSource::Utilization => "utilization",
+        }
+    }
+}
+
 /// How many more instances of one profile fit on one GPU.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuFit {
@@ -95,6 +120,8 @@ pub struct GpuFit {
     pub fits: u64,
     /// What bounds `fits`.
     pub limit: Limit,
+    /// Where the SM share in use came from, for a profile with `sm_share`.
+    pub sm_source: Option<SmSource>,
 }
 
 impl Profile {
@@ -113,33 +140,57 @@ pub fn gpu_fit(gpu: &GpuSnapshot, profile: &Profile, margin: u64) -> Option<GpuF
     if !profile.applies_to(gpu.identity.name.as_deref()) {
         return None;
     }
-    let fit = |fits: u64, limit: Limit| GpuFit {
+    let mut sm_source = None;
+    let fit = |fits: u64, limit: Limit, sm_source: Option<SmSource>| GpuFit {
         gpu: gpu.index,
         uuid: gpu.uuid.clone(),
         profile: profile.name.clone(),
         fits,
         limit,
+        sm_source,
     };
     if !gpu.is_up() {
-        return Some(fit(0, Limit::Lost));
+        return Some(fit(0, Limit::Lost, None));
     }
     let per = profile.memory_bytes.max(1);
+    let share = profile.sm_share.filter(|s| *s > 0.0);
+    let by_sm = |in_use: f64, share: f64| ((1.0 - in_use).max(0.0) / share + 1e-9).floor() as u64;
     let (mut fits, mut limit) = if gpu.health.mig_enabled == Some(true) {
+        let mut limit = Limit::Mig;
         let sum = gpu
             .mig_instances
             .iter()
             .map(|m| {
                 let free = m.memory_total_bytes.saturating_sub(m.memory_used_bytes);
-                free.saturating_sub(margin) / per
+                let by_memory = free.saturating_sub(margin) / per;
+                let active = gpu
+                    .gpm
+                    .instances
+                    .iter()
+                    .find(|i| i.gpu_instance_id == m.gpu_instance_id)
+                    .and_then(|i| i.metrics.sm_active_ratio);
+                match (share, active) {
+                    (Some(share), Some(active)) => {
+                        sm_source = Some(SmSource::Gpm);
+                        let by_sm = by_sm(active, share);
+                        if by_sm < by_memory {
+                            limit = Limit::Sm;
+                        }
+                        by_sm.min(by_memory)
+                    }
+                    _ => by_memory,
+                }
             })
             .sum();
-        (sum, Limit::Mig)
+        (sum, limit)
     } else {
         let free = gpu.readings.memory?.free_bytes;
         (free.saturating_sub(margin) / per, Limit::Memory)
     };
-    if let Some(share) = profile.sm_share.filter(|s| *s > 0.0) {
-        let by_sm = ((1.0 - sm_in_use(gpu)).max(0.0) / share + 1e-9).floor() as u64;
+    if let (Some(share), None) = (share, sm_source) {
+        let (in_use, source) = sm_in_use_from(gpu);
+        sm_source = Some(source);
+        let by_sm = by_sm(in_use, share);
         if by_sm < fits {
             (fits, limit) = (by_sm, Limit::Sm);
         }
@@ -162,22 +213,36 @@ pub fn gpu_fit(gpu: &GpuSnapshot, profile: &Profile, margin: u64) -> Option<GpuF
         }
         _ => {}
     }
-    Some(fit(fits, limit))
+    Some(fit(fits, limit, sm_source))
 }
 
-/// Share of SM time in use, 0..1: the processes' sum where the driver gives
-/// per-process figures, else the GPU's utilization (0 when unknown).
+/// Share of SM time in use, 0..1 (see [`sm_in_use_from`]).
 pub fn sm_in_use(gpu: &GpuSnapshot) -> f64 {
+    sm_in_use_from(gpu).0
+}
+
+/// Share of SM time in use, 0..1, and where it came from: GPM's measured
+/// SM activity where the GPU has it, else the processes' sum where the
+/// driver gives per-process figures, else the GPU's utilization (0 when
+/// unknown).
+pub fn sm_in_use_from(gpu: &GpuSnapshot) -> (f64, SmSource) {
+    if let Some(active) = gpu.gpm.sm_active_ratio() {
+        return (active.clamp(0.0, 1.0), SmSource::Gpm);
+    }
     let per_process: Option<f64> = gpu
         .processes
         .iter()
         .map(|p| p.sm_utilization_ratio)
         .sum::<Option<f64>>()
         .filter(|_| !gpu.processes.is_empty());
-    per_process
-        .or(gpu.readings.utilization_gpu_ratio)
-        .unwrap_or(0.0)
-        .clamp(0.0, 1.0)
+    let (value, source) = match per_process {
+        Some(sum) => (sum, SmSource::Processes),
+        None => (
+            gpu.readings.utilization_gpu_ratio.unwrap_or(0.0),
+            SmSource::Utilization,
+        ),
+    };
+    (value.clamp(0.0, 1.0), source)
 }
 
 /// Every (GPU, profile) fit of `snapshot`, GPU by GPU in profile order.

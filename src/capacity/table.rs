@@ -21,8 +21,8 @@ pub fn render(snapshot: &Snapshot, config: &CapacityConfig, only: Option<&str>) 
     );
     let _ = writeln!(
         out,
-        "{:<20} {:>3}  {:<26} {:>10} {:>6}  Limited by",
-        "Profile", "GPU", "Name", "Free GiB", "Fits"
+        "{:<20} {:>3}  {:<26} {:>10} {:>6}  {:<16} SM in use from",
+        "Profile", "GPU", "Name", "Free GiB", "Fits", "Limited by"
     );
     let profiles = config
         .profiles
@@ -39,13 +39,14 @@ pub fn render(snapshot: &Snapshot, config: &CapacityConfig, only: Option<&str>) 
             );
             let _ = writeln!(
                 out,
-                "{:<20} {:>3}  {:<26} {:>10} {:>6}  {}",
+                "{:<20} {:>3}  {:<26} {:>10} {:>6}  {:<16} {}",
                 profile.name,
                 gpu.index,
                 gpu.identity.name.as_deref().unwrap_or("?"),
                 free,
                 fit.fits,
-                fit.limit.as_str()
+                fit.limit.as_str(),
+                fit.sm_source.map_or("-", |s| s.as_str())
             );
         }
         let _ = writeln!(

@@ -41,6 +41,7 @@ fn gpu(index: u32, name: &str, free: u64, mode: &'static str) -> GpuSnapshot {
         pods: Arc::default(),
         xid_errors: Arc::default(),
         groups: BTreeMap::new(),
+        gpm: Default::default(),
     }
 }
 

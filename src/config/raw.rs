@@ -169,6 +169,8 @@ pub struct RawSampler {
     pub process_command_line: Option<bool>,
     /// Host name override.
     pub hostname: Option<Spanned<String>>,
+    /// Read GPM (SM activity etc.) where the GPU has it.
+    pub gpm: Option<bool>,
 }
 
 /// `[log]`.

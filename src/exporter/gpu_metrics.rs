@@ -26,6 +26,7 @@ pub fn encode(
         f.add(snapshot, gpu);
     }
     f.encode(encoder)?;
+    super::gpm_metrics::encode(snapshot, encoder)?;
     super::process_metrics::encode(snapshot, options, encoder)
 }
 

@@ -13,6 +13,7 @@
 mod cache;
 pub mod compat;
 pub mod families;
+pub mod gpm_metrics;
 #[macro_use]
 pub mod gpu_metrics;
 pub mod gzip;

@@ -40,6 +40,7 @@ pub(crate) fn snapshot(utilization: f64) -> Snapshot {
             mig_instances: Arc::new(Vec::new()),
             pods: Arc::default(),
             groups: Default::default(),
+            gpm: Arc::default(),
         }],
         collection: Default::default(),
         kubelet: None,

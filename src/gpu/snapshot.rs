@@ -104,6 +104,8 @@ pub struct GpuSnapshot {
     pub xid_errors: Arc<Vec<XidCount>>,
     /// Which field groups succeeded on their last read.
     pub groups: BTreeMap<FieldGroup, bool>,
+    /// GPM figures (SM activity, pipes, DRAM, PCIe, NVLink), per GPU and MIG instance.
+    pub gpm: Arc<crate::gpu::gpm::GpmReadings>,
 }
 
 /// Facts about a GPU that rarely change.
@@ -430,6 +432,8 @@ pub enum FieldGroup {
     Device,
     /// Processes.
     Processes,
+    /// GPM samples and metrics.
+    Gpm,
 }
 
 impl FieldGroup {
@@ -446,6 +450,7 @@ impl FieldGroup {
             FieldGroup::Pcie => "pcie",
             FieldGroup::Device => "device",
             FieldGroup::Processes => "processes",
+            FieldGroup::Gpm => "gpm",
         }
     }
 }

@@ -239,7 +239,48 @@ pub const FIELDS: &[Field] = &[
                 .map(|c| c as f64)
         },
     },
+    // GPM (migration 5): absent on GPUs without GPM and on the first tick.
+    Field {
+        name: "sm_active",
+        column: "sm_active",
+        unit: "percent",
+        scale: 10.0,
+        kind: Kind::Gauge,
+        read: |g| gpm_percent(g, |m| m.sm_active_ratio),
+    },
+    Field {
+        name: "sm_occupancy",
+        column: "sm_occupancy",
+        unit: "percent",
+        scale: 10.0,
+        kind: Kind::Gauge,
+        read: |g| gpm_percent(g, |m| m.sm_occupancy_ratio),
+    },
+    Field {
+        name: "tensor_active",
+        column: "tensor_active",
+        unit: "percent",
+        scale: 10.0,
+        kind: Kind::Gauge,
+        read: |g| gpm_percent(g, |m| m.tensor_active_ratio),
+    },
+    Field {
+        name: "dram_active",
+        column: "dram_active",
+        unit: "percent",
+        scale: 10.0,
+        kind: Kind::Gauge,
+        read: |g| gpm_percent(g, |m| m.dram_active_ratio),
+    },
 ];
+
+/// A whole-GPU GPM ratio as a percentage.
+fn gpm_percent(
+    gpu: &GpuSnapshot,
+    ratio: fn(&crate::gpu::gpm::GpmMetrics) -> Option<f64>,
+) -> Option<f64> {
+    gpu.gpm.gpu.as_ref().and_then(ratio).map(|r| r * 100.0)
+}
 
 /// The reading named `name`.
 pub fn field(name: &str) -> Option<&'static Field> {

@@ -29,6 +29,8 @@ pub mod store;
 pub mod writer;
 
 #[cfg(test)]
+mod migration_tests;
+#[cfg(test)]
 mod open_tests;
 #[cfg(test)]
 mod tests;

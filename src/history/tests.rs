@@ -43,6 +43,7 @@ pub(super) fn snapshot(at_s: u64, temp: f64) -> Arc<Snapshot> {
             pods: Arc::default(),
             xid_errors: Arc::default(),
             groups: BTreeMap::new(),
+            gpm: Default::default(),
         }],
         collection: CollectionStats::default(),
         kubelet: None,

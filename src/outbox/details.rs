@@ -148,6 +148,8 @@ pub fn related(condition: &Condition) -> Option<Related> {
             Metric::FanSpeed => r("fan", "Fan speed", Limit::None),
             Metric::PerformanceState => r("pstate", "Performance state", Limit::None),
             Metric::PcieLinkWidth => r("pcie_width", "PCIe link width", Limit::None),
+            Metric::SmActive => r("sm_active", "SM active (GPM)", Limit::None),
+            Metric::ProcessMemoryBytes => r("memory_used", "Memory used", Limit::MemoryTotal),
         },
         Condition::ClockEvent { mask } => {
             let any = |names: &[&str]| {
@@ -167,6 +169,7 @@ pub fn related(condition: &Condition) -> Option<Related> {
             r("temperature", "GPU temperature", Limit::Slowdown)
         }
         Condition::Any(list) => list.iter().find_map(related),
+        Condition::All(list) => list.iter().rev().find_map(related),
         _ => None,
     }
 }

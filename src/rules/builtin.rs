@@ -228,6 +228,36 @@ pub fn builtin_rules() -> Vec<Rule> {
             "GPU {{ .gpu }} on {{ .host }} runs hotter than its neighbours",
             "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been {{ .value }} °C hotter than the median of the node's GPUs at similar utilization for {{ .for }} (alert from {{ .threshold }} °C). A failing fan or blocked airflow is likely.",
         ),
+        // GPM (Hopper and newer; quiet without it, since sm_active is then
+        // absent). Busy but starved: nvidia-smi's utilization says a kernel
+        // ran all the time, yet under a fifth of the SMs had work — the job
+        // waits on data loading, the host or communication. 15 minutes
+        // rides out start-up and checkpoints. Info: an efficiency finding.
+        rule(
+            "GpuBusyButStarved",
+            Condition::All(vec![
+                compare(Metric::UtilizationGpu, Op::Ge, 0.9),
+                compare(Metric::SmActive, Op::Lt, 0.2),
+            ]),
+            900,
+            Severity::Info,
+            "GPU {{ .gpu }} on {{ .host }} looks busy but its SMs are mostly idle",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has reported utilization of 90 % or more for {{ .for }} while only {{ .value }} of its SMs' time had work (alert below {{ .threshold }}). The job is likely starved: waiting on data loading, the CPU, storage or communication. Profile its input pipeline.",
+        ),
+        // Held but idle: processes hold GPU memory while no SM works for
+        // 30 minutes — an allocated GPU doing nothing, the most expensive
+        // waste in a cluster (a notebook left open, a hung job).
+        rule(
+            "GpuHeldButIdle",
+            Condition::All(vec![
+                compare(Metric::ProcessMemoryBytes, Op::Gt, 0.0),
+                compare(Metric::SmActive, Op::Lt, 0.01),
+            ]),
+            1800,
+            Severity::Warning,
+            "GPU {{ .gpu }} on {{ .host }} is held by processes but idle",
+            "Processes hold memory on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }}, yet its SMs have been active {{ .value }} of the time (alert below {{ .threshold }}) for {{ .for }}. The allocation is likely idle: a notebook left open or a hung job. Free it for others.",
+        ),
         // The snapshot is older than 30 s (several intervals plus the
         // sampler's 10 s timeout) for 2 minutes: NVML or the driver hangs.
         rule(

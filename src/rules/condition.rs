@@ -56,6 +56,10 @@ pub enum Metric {
     PerformanceState,
     /// Current PCIe link width, lanes.
     PcieLinkWidth,
+    /// GPM SM activity (Hopper and newer), 0..1: absent without GPM.
+    SmActive,
+    /// Memory used by the GPU's processes together, bytes.
+    ProcessMemoryBytes,
 }
 
 /// Every metric with its name in the condition syntax.
@@ -75,6 +79,8 @@ pub const METRICS: &[(Metric, &str)] = &[
     (Metric::FanSpeed, "fan_speed"),
     (Metric::PerformanceState, "performance_state"),
     (Metric::PcieLinkWidth, "pcie_link_width"),
+    (Metric::SmActive, "sm_active"),
+    (Metric::ProcessMemoryBytes, "process_memory_bytes"),
 ];
 
 impl Metric {
@@ -92,7 +98,10 @@ impl Metric {
     }
 
     fn is_bytes(self) -> bool {
-        matches!(self, Metric::MemoryUsedBytes | Metric::MemoryFreeBytes)
+        matches!(
+            self,
+            Metric::MemoryUsedBytes | Metric::MemoryFreeBytes | Metric::ProcessMemoryBytes
+        )
     }
 }
 
@@ -292,6 +301,9 @@ pub enum Condition {
     },
     /// Any of these (GPU-level) conditions.
     Any(Vec<Condition>),
+    /// All of these (GPU-level) conditions; the value and threshold shown
+    /// are the last one's (write the distinguishing condition last).
+    All(Vec<Condition>),
 }
 
 impl Condition {
@@ -313,12 +325,32 @@ impl Condition {
                 Some(*margin)
             }
             Condition::Any(list) => list.iter().find_map(Condition::threshold),
+            Condition::All(list) => list.iter().rev().find_map(Condition::threshold),
             _ => None,
         }
     }
 
     /// Parses the condition syntax (see the module documentation).
     pub fn parse(text: &str) -> Result<Condition, String> {
+        let parts: Vec<&str> = text.split(" and ").map(str::trim).collect();
+        if parts.len() > 1 {
+            let mut list = Vec::new();
+            for part in parts {
+                if part.contains(" or ") {
+                    return Err(format!(
+                        "\"{text}\" mixes \"and\" with \"or\"; write one rule per alternative"
+                    ));
+                }
+                let condition = parse_one(part)?;
+                if condition.is_node_level() {
+                    return Err(format!(
+                        "\"{part}\" is node-level and cannot be combined with \"and\""
+                    ));
+                }
+                list.push(condition);
+            }
+            return Ok(Condition::All(list));
+        }
         let parts: Vec<&str> = text.split(" or ").map(str::trim).collect();
         if parts.len() > 1 {
             let mut list = Vec::new();
@@ -527,10 +559,15 @@ impl fmt::Display for Condition {
             Condition::FitsNowhere { profile, .. } => {
                 write!(f, "fits_nowhere(profile {})", profile.name)
             }
-            Condition::Any(list) => {
+            Condition::Any(list) | Condition::All(list) => {
+                let joint = if matches!(self, Condition::Any(_)) {
+                    " or "
+                } else {
+                    " and "
+                };
                 for (i, c) in list.iter().enumerate() {
                     if i > 0 {
-                        f.write_str(" or ")?;
+                        f.write_str(joint)?;
                     }
                     write!(f, "{c}")?;
                 }

@@ -496,6 +496,13 @@ pub fn metric_value(gpu: &GpuSnapshot, metric: Metric) -> Option<f64> {
         Metric::FanSpeed => h.fan_speed_ratio.iter().flatten().copied().reduce(f64::max),
         Metric::PerformanceState => h.performance_state.map(f64::from),
         Metric::PcieLinkWidth => h.pcie_link_width.map(f64::from),
+        Metric::SmActive => gpu.gpm.sm_active_ratio(),
+        Metric::ProcessMemoryBytes => gpu.groups.contains_key(&FieldGroup::Processes).then(|| {
+            gpu.processes
+                .iter()
+                .filter_map(|p| p.used_memory_bytes)
+                .sum::<u64>() as f64
+        }),
     }
 }
 
@@ -513,6 +520,8 @@ fn group(metric: Metric) -> FieldGroup {
         Metric::SmClock => FieldGroup::Clocks,
         Metric::FanSpeed | Metric::PerformanceState => FieldGroup::Device,
         Metric::PcieLinkWidth => FieldGroup::Pcie,
+        Metric::SmActive => FieldGroup::Gpm,
+        Metric::ProcessMemoryBytes => FieldGroup::Processes,
     }
 }
 
@@ -574,6 +583,14 @@ fn check(
             Some(excess) => (excess >= *margin, Some(excess)),
             None => (false, None),
         },
+        Condition::All(list) => {
+            let mut last = (true, None);
+            for c in list {
+                let (holds, value) = check(c, gpu, changes, memory);
+                last = (last.0 && holds, value);
+            }
+            last
+        }
         Condition::Any(list) => {
             let mut first_value = None;
             for c in list {

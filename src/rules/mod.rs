@@ -28,4 +28,6 @@ pub use rule::{fingerprint, gpu_id, AlertKey, AlertState, Rule, Severity, Target
 pub use template::{Context, Template, TemplateError};
 
 #[cfg(test)]
+mod gpm_tests;
+#[cfg(test)]
 mod tests;

@@ -53,6 +53,7 @@ fn gpu(index: u32, temp: f64) -> GpuSnapshot {
         pods: Arc::default(),
         xid_errors: Arc::new(vec![]),
         groups: BTreeMap::new(),
+        gpm: Default::default(),
     }
 }
 

@@ -91,6 +91,8 @@ pub struct SamplerSettings {
     pub hostname: String,
     /// The kubelet's device allocations, where the kubelet is asked.
     pub pods: Option<crate::kubernetes::watcher::PodAllocationsReceiver>,
+    /// Whether GPM is sampled (`sampler.gpm`).
+    pub gpm: bool,
 }
 
 /// When the current tick started (ms since the epoch), or 0 between ticks:
@@ -239,7 +241,7 @@ fn session(
 ) -> SessionEnd {
     let names =
         ProcessNames::new(settings.proc_root.clone()).with_command_lines(settings.command_lines);
-    let mut reader = NodeReader::new(driver, settings.hostname.clone(), names);
+    let mut reader = NodeReader::with_gpm(driver, settings.hostname.clone(), names, settings.gpm);
     if let Some(reason) = reader.driver_failure() {
         return SessionEnd::Restart(reason.to_string());
     }

@@ -62,11 +62,19 @@ pub struct NodeReader<'d> {
     pods_changed: bool,
     tally: Tally,
     ticks: u64,
+    /// Whether GPM is sampled (`sampler.gpm`).
+    gpm: bool,
 }
 
 impl<'d> NodeReader<'d> {
-    /// Enumerates the GPUs of `driver`.
+    /// Enumerates the GPUs of `driver`, with GPM sampled where a GPU has it.
     pub fn new(driver: &'d Driver, hostname: String, names: ProcessNames) -> Self {
+        Self::with_gpm(driver, hostname, names, true)
+    }
+
+    /// Enumerates the GPUs of `driver`; `gpm` off (`sampler.gpm = false`)
+    /// makes no GPM call at all.
+    pub fn with_gpm(driver: &'d Driver, hostname: String, names: ProcessNames, gpm: bool) -> Self {
         let mut tally = Tally::default();
         let count = driver.device_count(&mut tally).unwrap_or(0);
         let mut reader = NodeReader {
@@ -80,11 +88,36 @@ impl<'d> NodeReader<'d> {
             pods_changed: false,
             tally,
             ticks: 0,
+            gpm,
         };
         for index in 0..count {
             reader.attach(index);
         }
+        reader.announce_gpm();
         reader
+    }
+
+    /// One info line at start (and after a driver re-init): which GPUs
+    /// have GPM, so SM activity and the other GPM figures are read there.
+    fn announce_gpm(&self) {
+        if !self.gpm {
+            tracing::info!("GPM is not read (sampler.gpm = false): no SM activity figures.");
+            return;
+        }
+        let with: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|s| s.device.gpm_supported() == Some(true))
+            .map(|s| s.device.index())
+            .collect();
+        let without: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|s| s.device.gpm_supported() != Some(true))
+            .map(|s| s.device.index())
+            .collect();
+        tracing::info!(gpus_with_gpm = ?with, gpus_without_gpm = ?without,
+            "GPM (SM activity, tensor and FP pipes, DRAM, PCIe, NVLink) is read on the GPUs that have it.");
     }
 
     /// Gets a handle for GPU `index`; a GPU that gives none is kept as
@@ -92,7 +125,10 @@ impl<'d> NodeReader<'d> {
     fn attach(&mut self, index: u32) {
         self.tally.begin_gpu(index);
         match self.driver.device(index, &mut self.tally) {
-            Ok(device) => {
+            Ok(mut device) => {
+                if self.gpm {
+                    device.probe_gpm(&mut self.tally);
+                }
                 let uuid = device.uuid(&mut self.tally).unwrap_or_default();
                 let slot = GpuSlot {
                     device,
@@ -142,6 +178,22 @@ impl<'d> NodeReader<'d> {
             self.pods = Some(pods);
             self.pods_changed = true;
         }
+    }
+
+    /// Reads every tier once (`gpuwatch status`, `capacity`); where a GPU
+    /// has GPM, reads the fast tier again `window` later, since GPM figures
+    /// come from two samples.
+    pub fn sample_once(&mut self, window: std::time::Duration) -> Snapshot {
+        let first = self.tick(Tiers::ALL, None);
+        let any_gpm = self
+            .slots
+            .iter()
+            .any(|s| s.device.gpm_supported() == Some(true));
+        if !any_gpm {
+            return first;
+        }
+        std::thread::sleep(window);
+        self.tick(Tiers::default(), None)
     }
 
     /// Reads every GPU and returns the snapshot.
@@ -202,6 +254,18 @@ impl<'d> NodeReader<'d> {
                     Arc::default()
                 };
             }
+            // After the process tier, so MIG instances found on this tick
+            // are sampled on it too.
+            let gpm = if self.gpm && self.tally.lost.is_none() {
+                let instances: Vec<u32> = slot
+                    .mig_instances
+                    .iter()
+                    .map(|m| m.gpu_instance_id)
+                    .collect();
+                Arc::new(slot.device.read_gpm(&instances, &mut self.tally))
+            } else {
+                Arc::default()
+            };
             let status = match &self.tally.lost {
                 Some(reason) => GpuStatus::Lost {
                     reason: reason.clone(),
@@ -231,6 +295,7 @@ impl<'d> NodeReader<'d> {
                 pods: slot.pods.clone(),
                 xid_errors,
                 groups: slot.groups.clone(),
+                gpm,
             });
         }
         if tiers.processes || self.pods_changed {
@@ -262,6 +327,7 @@ impl<'d> NodeReader<'d> {
                 pods: Arc::default(),
                 xid_errors: Arc::default(),
                 groups: BTreeMap::new(),
+                gpm: Arc::default(),
             });
         }
         gpus.sort_by_key(|g| g.index);

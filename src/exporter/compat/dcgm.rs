@@ -24,7 +24,8 @@ use super::tidy;
 
 const MIB: u64 = 1024 * 1024;
 
-fn labels<'a>(snapshot: &'a Snapshot, gpu: &'a GpuSnapshot) -> Labels<'a> {
+/// dcgm-exporter's labels of one GPU.
+pub(super) fn labels<'a>(snapshot: &'a Snapshot, gpu: &'a GpuSnapshot) -> Labels<'a> {
     let identity = &gpu.identity;
     let text = |v: &'a Option<String>| Cow::Borrowed(v.as_deref().unwrap_or(""));
     vec![
@@ -110,7 +111,8 @@ pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Resu
     for gpu in &snapshot.gpus {
         f.add(snapshot, gpu);
     }
-    f.encode(encoder)
+    f.encode(encoder)?;
+    super::dcgm_prof::encode(snapshot, encoder)
 }
 
 impl<'a> Families<'a> {

@@ -27,6 +27,8 @@ struct Families<'a> {
     mig_info: Family<'a>,
     mig_total: Family<'a>,
     mig_used: Family<'a>,
+    mig_sm: Family<'a>,
+    mig_tensor: Family<'a>,
 }
 
 impl<'a> Families<'a> {
@@ -84,6 +86,16 @@ impl<'a> Families<'a> {
                 "Memory of the GPU instance (used).",
                 None,
             ),
+            mig_sm: Family::gauge(
+                "nvidia_smi_mig_sm_activity_ratio",
+                "Share of time the GPU instance's SMs had a warp assigned (GPM), 0..1.",
+                None,
+            ),
+            mig_tensor: Family::gauge(
+                "nvidia_smi_mig_tensor_activity_ratio",
+                "Share of time a tensor pipe of the GPU instance was active (GPM), 0..1.",
+                None,
+            ),
         }
     }
 
@@ -100,6 +112,8 @@ impl<'a> Families<'a> {
             &self.mig_info,
             &self.mig_total,
             &self.mig_used,
+            &self.mig_sm,
+            &self.mig_tensor,
         ] {
             family.encode(encoder)?;
         }
@@ -155,6 +169,16 @@ impl<'a> Families<'a> {
                 .push(labels.clone(), mig.memory_used_bytes as f64);
             labels.push(("mig_uuid", Cow::Borrowed(mig.uuid.as_str())));
             self.mig_info.push(labels, 1.0);
+        }
+        for instance in &gpu.gpm.instances {
+            let mut labels = id();
+            labels.push((
+                "gpu_instance_id",
+                Cow::Owned(instance.gpu_instance_id.to_string()),
+            ));
+            let m = &instance.metrics;
+            self.mig_sm.push_some(labels.clone(), m.sm_active_ratio);
+            self.mig_tensor.push_some(labels, m.tensor_active_ratio);
         }
     }
 }

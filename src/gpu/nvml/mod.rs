@@ -12,12 +12,13 @@
 //! ~3 ms to read it, 30 times the rest of the tick.
 //!
 //! One file per concern: [`fields`] names the field-value batch ids,
-//! `fast` and `slow` read the two tiers, `processes` the processes and MIG
-//! instances, `xid` the Xid event set, and [`tally`] classifies every
+//! `fast` and `slow` read the two tiers, `gpm` the GPM samples and metrics,
+//! `processes` the processes and MIG instances, `xid` the Xid event set, and [`tally`] classifies every
 //! call's result.
 
 mod fast;
 pub mod fields;
+mod gpm;
 mod processes;
 mod slow;
 pub mod tally;
@@ -81,6 +82,8 @@ pub struct GpuDevice<'d> {
     /// The energy counter's last reading (J) and when it was read: it is
     /// read once every [`ENERGY_EVERY`] and carried between reads.
     energy: Option<(Instant, Option<f64>)>,
+    /// GPM support and the previous tick's GPM samples.
+    gpm: gpm::GpmState<'d>,
 }
 
 impl Driver {
@@ -115,6 +118,7 @@ impl Driver {
                 index,
                 power_from_fields: true,
                 energy: None,
+                gpm: gpm::GpmState::default(),
             }),
             Err(error) => {
                 tally.count("nvmlDeviceGetHandleByIndex_v2", &error);

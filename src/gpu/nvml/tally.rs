@@ -25,6 +25,7 @@ pub struct Tally {
     gpu: u32,
     unsupported_logged: HashSet<(u32, &'static str)>,
     fields_logged: HashSet<(u32, u32)>,
+    gpm_logged: HashSet<(u32, u32)>,
 }
 
 impl Tally {
@@ -93,6 +94,19 @@ impl Tally {
         if self.fields_logged.insert((gpu, field)) {
             debug!(gpu, field, error = %describe(error),
                 "NVML field not available; its reading will be absent.");
+        }
+    }
+
+    /// One GPM metric answered an error in an otherwise working
+    /// `nvmlGpmMetricsGet`: unsupported is logged once, others counted.
+    pub(super) fn gpm_metric_failed(&mut self, metric: u32, error: &NvmlError) {
+        if is_unsupported(error) {
+            if self.gpm_logged.insert((self.gpu, metric)) {
+                debug!(gpu = self.gpu, metric, error = %describe(error),
+                    "GPM metric not available; its reading will be absent.");
+            }
+        } else {
+            self.count("nvmlGpmMetricsGet", error);
         }
     }
 

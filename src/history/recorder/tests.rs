@@ -43,6 +43,7 @@ fn gpu(temp: f64, energy: f64, processes: &Arc<Vec<GpuProcess>>, xid: u64) -> Gp
             vec![]
         }),
         groups: BTreeMap::new(),
+        gpm: Default::default(),
     }
 }
 

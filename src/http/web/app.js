@@ -24,7 +24,17 @@
       ].filter(Boolean) },
     { metric: 'power', title: 'Power', unit: 'W', scale: 1, color: '#059669',
       thresholds: (g) => g.power_limit_watts ? [{ value: g.power_limit_watts, label: 'limit', color: '#b91c1c' }] : [] },
+    // GPM (Hopper and newer): charted only for GPUs that have it.
+    { metric: 'sm_active', title: 'SM active', unit: '%', scale: 1, color: '#0891b2', gpm: true,
+      thresholds: () => [] },
+    { metric: 'sm_occupancy', title: 'SM occupancy', unit: '%', scale: 1, color: '#4f46e5', gpm: true,
+      thresholds: () => [] },
+    { metric: 'tensor_active', title: 'Tensor active', unit: '%', scale: 1, color: '#db2777', gpm: true,
+      thresholds: () => [] },
+    { metric: 'dram_active', title: 'DRAM bandwidth', unit: '%', scale: 1, color: '#65a30d', gpm: true,
+      thresholds: () => [] },
   ];
+  const metricsFor = (g) => METRICS.filter((m) => !m.gpm || g.gpm_supported === true);
   const MARK_COLORS = { xid: '#b91c1c', gpu_lost: '#b91c1c', gpu_recovered: '#15803d', firing: '#ea580c', resolved: '#15803d' };
 
   const view = { doc: null, gpu: 0, range: '1h', charts: [], chartsKey: '', silences: false };
@@ -138,6 +148,8 @@
             g.status === 'up' ? 'up' : `lost (${g.lost_reason})`),
           alerts ? el('span', { class: 'badge firing', style: 'margin-left:.4em' }, `${alerts} alert${alerts > 1 ? 's' : ''}`) : null),
         el('td', { class: 'num', 'data-field': 'utilization' }, g.utilization_percent === null ? '–' : `${num(g.utilization_percent)} %`),
+        el('td', { class: 'num', 'data-field': 'sm_active', title: g.gpm_supported === false ? 'no GPM on this GPU (Hopper and newer)' : 'share of time the SMs had work (GPM)' },
+          g.sm_active_percent === null || g.sm_active_percent === undefined ? '–' : `${num(g.sm_active_percent)} %`),
         el('td', { class: 'num', 'data-field': 'memory' },
           g.memory_total_bytes === null ? '–' : `${num(g.memory_used_bytes / GIB, 1)} / ${num(g.memory_total_bytes / GIB, 1)} GiB`,
           memRatio === null ? null : el('span', { class: `bar ${memRatio > 0.95 ? 'hot' : ''}`, title: `${num(memRatio * 100)} %` },
@@ -396,7 +408,7 @@
     if (!gpu) return;
     const key = `${gpu.index}/${view.range}`;
     const [series, marks] = await Promise.all([
-      Promise.all(METRICS.map((m) => getJSON(`/api/v1/history?gpu=${gpu.index}&metric=${m.metric}&from=-${view.range}`))),
+      Promise.all(metricsFor(gpu).map((m) => getJSON(`/api/v1/history?gpu=${gpu.index}&metric=${m.metric}&from=-${view.range}`))),
       marksFor(gpu),
     ]);
     if (key !== `${view.gpu}/${view.range}`) return; // the selection changed meanwhile
@@ -406,7 +418,7 @@
       view.chartsKey = key;
       $('#charts').replaceChildren();
     }
-    METRICS.forEach((m, i) => drawChart(i, m, gpu, series[i], marks));
+    metricsFor(gpu).forEach((m, i) => drawChart(i, m, gpu, series[i], marks));
     $('#events').replaceChildren(...marks.slice(-20).reverse().map((m) => el('li', {},
       el('span', { class: 'mark', style: `border-color:${m.color}` }, time(m.t)), m.text)));
   }

@@ -79,6 +79,7 @@ fn gpu(index: u32, processes: Vec<GpuProcess>, mig: &[(u32, &str)]) -> GpuSnapsh
         pods: Arc::default(),
         xid_errors: Arc::default(),
         groups: BTreeMap::new(),
+        gpm: Default::default(),
     }
 }
 
