@@ -216,6 +216,7 @@ pub fn run(options: RunOptions) -> anyhow::Result<()> {
     };
     let sampler =
         Sampler::start(settings, driver, sinks).context("cannot start the sampler thread")?;
+    let _health = crate::health::start(&config.health, &sampler);
     let result = runtime.block_on(serve_until_signal(
         &config, &sampler, history, alerts, security,
     ));

@@ -8,6 +8,7 @@
 
 mod capacity;
 mod email;
+mod health;
 mod history;
 mod kubernetes;
 pub mod limits;
@@ -23,6 +24,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::Path;
 
+pub use health::HealthConfig;
 pub use history::HistoryConfig;
 pub use log::{check_filter, LogConfig, LogFormat};
 pub use sampler::SamplerConfig;
@@ -55,6 +57,8 @@ pub struct Config {
     /// `[kubernetes]`: where to ask the kubelet which pod holds which GPU;
     /// `None` when turned off.
     pub kubernetes: Option<crate::kubernetes::KubeletSettings>,
+    /// `[health]`: the kernel log and the PCI device tree.
+    pub health: HealthConfig,
 }
 
 impl Default for Config {
@@ -203,6 +207,7 @@ impl Config {
             raw.profiles.unwrap_or_default(),
         );
         let kubernetes = v.kubernetes(raw.kubernetes.unwrap_or_default());
+        let health = v.health(raw.health.unwrap_or_default());
         // One node-level rule per profile: it fits on no GPU of the node.
         rules.extend(crate::capacity::rule::rules(&capacity, capacity.alert_for));
         if !v.problems.is_empty() {
@@ -218,6 +223,7 @@ impl Config {
             receivers,
             capacity,
             kubernetes,
+            health,
         })
     }
 }

@@ -62,6 +62,8 @@ pub struct CollectionStats {
     /// `{function, error, count}` (a JSON object's keys cannot be pairs).
     #[serde(serialize_with = "error_counts")]
     pub nvml_errors: Arc<BTreeMap<(String, String), u64>>,
+    /// What the kernel-log reader found (default where it does not run).
+    pub kernel_log: super::kernel_log::KernelLogStatus,
 }
 
 /// Whether a GPU answered on this tick.
@@ -509,7 +511,10 @@ pub fn now_ms() -> i64 {
     unix_ms(SystemTime::now())
 }
 
-fn unix_seconds<S: serde::Serializer>(time: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn unix_seconds<S: serde::Serializer>(
+    time: &SystemTime,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.serialize_f64(unix_seconds_f64(*time))
 }
 

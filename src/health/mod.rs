@@ -1,0 +1,238 @@
+//! Hardware health beyond NVML's readings: the kernel log's Xid and SXid
+//! lines ([`reader`] follows the log, [`parse`] reads its lines, [`pci`]
+//! matches the driver's PCI addresses to NVML's GPUs) and NVIDIA's Xid
+//! catalog ([`catalog`]).
+//!
+//! One thread follows the log and writes into the sampler's Xid table,
+//! which de-duplicates against NVML's own Xid events; the sampler then
+//! carries counts, SXid counts and recent occurrences in each snapshot.
+
+pub mod catalog;
+pub mod parse;
+pub mod pci;
+pub mod reader;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use tracing::{debug, info, warn};
+
+use crate::config::HealthConfig;
+use crate::sampler::xid::{KernelXid, XidTable};
+use crate::sampler::{Sampler, SnapshotReceiver};
+
+use parse::{KernelEvent, XidReport};
+use pci::PciAddress;
+use reader::{Follower, ReadLine};
+
+/// How often the log is polled: also the longest delay of a kernel-log Xid.
+const POLL: Duration = Duration::from_millis(500);
+/// How often an unreadable log is tried again.
+const RETRY: Duration = Duration::from_secs(30);
+/// Xid lines kept while no snapshot says which GPU has which PCI address.
+const MAX_UNRESOLVED: usize = 1024;
+
+/// The running kernel-log reader; stops when dropped.
+pub struct HealthReader {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Starts the hardware-health readers the configuration asks for; `None`
+/// when all are off. Keep the handle for as long as the agent runs.
+pub fn start(config: &HealthConfig, sampler: &Sampler) -> Option<HealthReader> {
+    let path = config.kernel_log.clone()?;
+    let table = sampler.xid_table();
+    table.set_kernel_log_up(Some(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let snapshots = sampler.snapshots();
+    let spawned = std::thread::Builder::new()
+        .name("gpuwatch-kmsg".into())
+        .spawn(move || follow(path, &table, &snapshots, &flag));
+    match spawned {
+        Ok(thread) => Some(HealthReader {
+            stop,
+            thread: Some(thread),
+        }),
+        Err(error) => {
+            warn!(error = %error, "Cannot start the kernel-log thread; Xid errors are counted from NVML events only.");
+            None
+        }
+    }
+}
+
+impl Drop for HealthReader {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let deadline = std::time::Instant::now() + POLL * 4;
+            while !thread.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if thread.is_finished() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// When the machine booted: kernel-log times count from there.
+fn boot_time() -> SystemTime {
+    let uptime = std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .unwrap_or(0.0);
+    SystemTime::now()
+        .checked_sub(Duration::from_secs_f64(uptime))
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+/// Sleeps `period` in short steps; true when asked to stop.
+fn sleep_or_stop(stop: &AtomicBool, period: Duration) -> bool {
+    let deadline = std::time::Instant::now() + period;
+    while std::time::Instant::now() < deadline {
+        if stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        std::thread::sleep(POLL.min(deadline - std::time::Instant::now()));
+    }
+    stop.load(Ordering::Relaxed)
+}
+
+fn follow(path: PathBuf, table: &XidTable, snapshots: &SnapshotReceiver, stop: &AtomicBool) {
+    let boot = boot_time();
+    let mut lines = Vec::new();
+    let mut router = Router::new(boot);
+    let mut warned = false;
+    while !stop.load(Ordering::Relaxed) {
+        let mut follower = match Follower::open(&path) {
+            Ok(follower) => follower,
+            Err(error) => {
+                table.set_kernel_log_up(Some(false));
+                if !warned {
+                    warn!(error = %error, "Xid errors are still counted from NVML events, without their text; SXid errors and Xid errors logged before the agent started are not seen.");
+                    warned = true;
+                }
+                if sleep_or_stop(stop, RETRY) {
+                    return;
+                }
+                continue;
+            }
+        };
+        table.set_kernel_log_up(Some(true));
+        info!(path = %follower.path().display(), "Reading Xid and SXid errors from the kernel log.");
+        warned = false;
+        loop {
+            if let Err(error) = follower.poll(&mut lines) {
+                warn!(path = %follower.path().display(), error = %error, "Reading the kernel log failed; opening it again.");
+                table.set_kernel_log_up(Some(false));
+                break;
+            }
+            for line in lines.drain(..) {
+                router.line(&line, table);
+            }
+            router.resolve(snapshots, table);
+            if sleep_or_stop(stop, POLL) {
+                return;
+            }
+        }
+        if sleep_or_stop(stop, POLL) {
+            return;
+        }
+    }
+}
+
+/// Turns lines into table entries, holding Xid lines until a snapshot says
+/// which GPU sits at their PCI address.
+struct Router {
+    boot: SystemTime,
+    unresolved: Vec<(XidReport, SystemTime, bool)>,
+    /// Addresses NVML does not list, already logged.
+    unknown: std::collections::BTreeSet<PciAddress>,
+}
+
+impl Router {
+    fn new(boot: SystemTime) -> Self {
+        Router {
+            boot,
+            unresolved: Vec::new(),
+            unknown: Default::default(),
+        }
+    }
+
+    fn line(&mut self, line: &ReadLine, table: &XidTable) {
+        let Some(split) = parse::split_line(&line.text) else {
+            return;
+        };
+        let Some(event) = parse::parse_message(split.message) else {
+            return;
+        };
+        let at = split
+            .since_boot_us
+            .and_then(|us| self.boot.checked_add(Duration::from_micros(us)))
+            .unwrap_or_else(SystemTime::now);
+        match event {
+            KernelEvent::Xid(report) => {
+                if self.unresolved.len() >= MAX_UNRESOLVED {
+                    self.unresolved.remove(0);
+                }
+                self.unresolved.push((report, at, line.backlog));
+            }
+            KernelEvent::Sxid { pci, code, text } => {
+                warn!(switch = %pci, sxid = code, text = %text, "SXid error reported by the NVSwitch driver.");
+                table.record_sxid(pci.to_string(), code, at);
+            }
+        }
+    }
+
+    fn resolve(&mut self, snapshots: &SnapshotReceiver, table: &XidTable) {
+        if self.unresolved.is_empty() {
+            return;
+        }
+        let Some(snapshot) = snapshots.borrow().clone() else {
+            return;
+        };
+        let gpus: Vec<(u32, PciAddress)> = snapshot
+            .gpus
+            .iter()
+            .filter_map(|g| {
+                let address = PciAddress::parse(g.identity.pci_bus_id.as_deref()?)?;
+                Some((g.index, address))
+            })
+            .collect();
+        if gpus.is_empty() {
+            return; // identities not read yet
+        }
+        for (report, at, backlog) in self.unresolved.drain(..) {
+            let Some((gpu, _)) = gpus.iter().find(|(_, a)| a.same_device(&report.pci)) else {
+                if self.unknown.insert(report.pci) {
+                    warn!(pci = %report.pci, xid = report.code, "Xid error on a PCI device NVML does not list; it is not counted.");
+                }
+                continue;
+            };
+            if backlog {
+                debug!(
+                    gpu,
+                    xid = report.code,
+                    "Xid error from before the agent started."
+                );
+            } else {
+                warn!(gpu, xid = report.code, text = %report.text, "Xid error in the kernel log.");
+            }
+            table.record_kernel(KernelXid {
+                gpu: *gpu,
+                code: report.code,
+                at,
+                pid: report.pid,
+                process: report.process,
+                text: report.text,
+                backlog,
+            });
+        }
+    }
+}
