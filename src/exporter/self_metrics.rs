@@ -115,7 +115,38 @@ pub fn encode(
         failed.push(vec![], kubelet.errors as f64);
         failed.encode(encoder)?;
     }
-    Ok(())
+    encode_kernel_log(snapshot, encoder)
+}
+
+/// The kernel-log reader's families: whether it can read the log (absent
+/// when reading it is off) and the NVSwitch SXid counts.
+fn encode_kernel_log(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
+    let log = &snapshot.collection.kernel_log;
+    let Some(readable) = log.up else {
+        return Ok(());
+    };
+    let mut up = Family::gauge(
+        "kernel_log_up",
+        "Whether the kernel log (Xid text, SXid, the backlog since boot) is being read (1) or cannot be (0: see the agent's log for what to grant); absent when [health] kernel_log is off.",
+        None,
+    );
+    up.push(vec![], if readable { 1.0 } else { 0.0 });
+    up.encode(encoder)?;
+    let mut sxid = Family::counter(
+        "sxid_errors",
+        "SXid errors the NVSwitch driver logged since the agent started, by switch (PCI address) and SXid code.",
+        None,
+    );
+    for count in log.sxid.iter() {
+        sxid.push(
+            vec![
+                ("switch", Cow::Borrowed(count.switch_pci.as_str())),
+                ("sxid", Cow::Owned(count.code.to_string())),
+            ],
+            count.count as f64,
+        );
+    }
+    sxid.encode(encoder)
 }
 
 /// How old `snapshot` is at `now`.

@@ -10,6 +10,8 @@
 pub mod catalog;
 pub mod parse;
 pub mod pci;
+#[cfg(test)]
+mod proptests;
 pub mod reader;
 
 use std::path::PathBuf;
@@ -81,7 +83,7 @@ impl Drop for HealthReader {
 }
 
 /// When the machine booted: kernel-log times count from there.
-fn boot_time() -> SystemTime {
+pub fn boot_time() -> SystemTime {
     let uptime = std::fs::read_to_string("/proc/uptime")
         .ok()
         .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok())

@@ -1,0 +1,67 @@
+//! Xid events from the occurrences the sampler carries: one event per
+//! error at its own time, with the driver's pid, process name and text;
+//! the kernel log's backlog only when the database does not hold it yet.
+
+use crate::gpu::kernel_log::XidOccurrence;
+use crate::gpu::{unix_seconds_f64, Snapshot};
+
+use super::{EventRow, Recorder};
+
+/// A backlog occurrence this close (ms) to a stored Xid event of the same
+/// GPU and code is that event.
+const SAME_XID_MS: i64 = 2_000;
+
+impl Recorder {
+    /// One event per new Xid occurrence, at its own time and with the
+    /// driver's details.
+    pub(super) fn xid_occurrences(&mut self, snapshot: &Snapshot) {
+        let recent = snapshot.collection.kernel_log.recent_xid.clone();
+        let last = self.xid_seq;
+        for occurrence in recent.iter().filter(|o| o.seq > last) {
+            self.xid_seq = occurrence.seq;
+            let Some(gpu) = snapshot.gpus.iter().find(|g| g.index == occurrence.gpu) else {
+                continue;
+            };
+            let id = self.id_for(gpu);
+            let ts = (unix_seconds_f64(occurrence.at) * 1000.0).round() as i64;
+            if occurrence.backlog {
+                let known = self.known_xid.iter().any(|(g, c, t)| {
+                    *g == id && *c == occurrence.code && (t - ts).abs() <= SAME_XID_MS
+                });
+                if known {
+                    continue;
+                }
+                self.known_xid.push((id, occurrence.code, ts));
+            } else {
+                *self.xid_covered.entry((id, occurrence.code)).or_default() += 1;
+            }
+            self.batch.events.push(EventRow {
+                ts,
+                gpu: Some(id),
+                kind: "xid",
+                code: Some(occurrence.code as i64),
+                value: Some(1),
+                detail: xid_detail(occurrence),
+            });
+        }
+    }
+}
+
+/// An Xid event's detail: the driver's pid, process name and text, and
+/// whether it came from before the agent started.
+fn xid_detail(occurrence: &XidOccurrence) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(pid) = occurrence.pid {
+        parts.push(format!("pid={pid}"));
+    }
+    if let Some(name) = &occurrence.process {
+        parts.push(format!("name={name}"));
+    }
+    if let Some(text) = occurrence.text.as_deref().filter(|t| !t.is_empty()) {
+        parts.push(text.to_string());
+    }
+    if occurrence.backlog {
+        parts.push("(logged before the agent started)".to_string());
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
