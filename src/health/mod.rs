@@ -185,6 +185,11 @@ impl Router {
                 }
                 self.unresolved.push((report, at, line.backlog));
             }
+            // The backlog is not counted again: after a restart the
+            // counters start over, and an old error must not look new.
+            KernelEvent::Sxid { pci, code, text } if line.backlog => {
+                debug!(switch = %pci, sxid = code, text = %text, "SXid error from before the agent started.");
+            }
             KernelEvent::Sxid { pci, code, text } => {
                 warn!(switch = %pci, sxid = code, text = %text, "SXid error reported by the NVSwitch driver.");
                 table.record_sxid(pci.to_string(), code, at);

@@ -168,6 +168,8 @@ pub struct Recorder {
     /// Xid events already in the database (GPU id, code, ms): a backlog
     /// occurrence among them is not written again.
     known_xid: Vec<(i64, u64, i64)>,
+    /// Occurrences waiting for the kernel log's details (GPU id, occurrence).
+    xid_held: Vec<(i64, crate::gpu::kernel_log::XidOccurrence)>,
 }
 
 impl Recorder {
@@ -195,6 +197,7 @@ impl Recorder {
             xid_seq: 0,
             xid_covered: HashMap::new(),
             known_xid: Vec::new(),
+            xid_held: Vec::new(),
         }
     }
 
@@ -423,6 +426,7 @@ impl Recorder {
     /// (at shutdown). Rollup rows merge in the database, so continuing the
     /// same minute after a restart adds to it rather than replacing it.
     pub fn take_final_batch(&mut self) -> Batch {
+        self.flush_xid();
         self.batch
             .counters
             .extend(self.counters.iter().map(|(k, v)| (*k, *v)));

@@ -171,8 +171,7 @@ impl XidTable {
         });
     }
 
-    /// Counts one SXid of the NVSwitch at `switch_pci` (backlog ones too:
-    /// SXid counts exist only here, there is no second source).
+    /// Counts one SXid of the NVSwitch at `switch_pci` (live ones only).
     pub fn record_sxid(&self, switch_pci: String, code: u64, at: SystemTime) {
         let mut state = self.state();
         let entry = state

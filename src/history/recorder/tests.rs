@@ -288,3 +288,76 @@ fn xid_occurrences_are_events_at_their_own_time_with_details() {
         ]
     );
 }
+
+#[test]
+fn an_nvml_xid_waits_briefly_for_the_kernel_logs_details() {
+    let mut r = Recorder::new(vec![], vec![]);
+    let none = Arc::new(vec![]);
+    let mut nvml = occurrence(1, 10, false);
+    nvml.source = crate::gpu::kernel_log::XidSource::Nvml;
+    (nvml.pid, nvml.process, nvml.text) = (None, None, None);
+    r.record(&with_occurrences(
+        snapshot(10, vec![gpu(50.0, 0.0, &none, 1)]),
+        vec![nvml.clone()],
+    ));
+    // Not yet written, and not written count-based either.
+    assert!(r.take_batch().events.iter().all(|e| e.kind != "xid"));
+    // The kernel log's line arrives: the same occurrence, with details.
+    r.record(&with_occurrences(
+        snapshot(11, vec![gpu(50.0, 0.0, &none, 1)]),
+        vec![occurrence(1, 10, false)],
+    ));
+    let xid: Vec<_> = r
+        .take_batch()
+        .events
+        .into_iter()
+        .filter(|e| e.kind == "xid")
+        .map(|e| (e.ts, e.value, e.detail))
+        .collect();
+    assert_eq!(
+        xid,
+        vec![(
+            10_000,
+            Some(1),
+            Some("pid=1234, name=python3, GPU has fallen off the bus.".into())
+        )]
+    );
+    // Without a line it is written after the wait, and at shutdown at once.
+    let mut second = nvml.clone();
+    (second.seq, second.at) = (2, UNIX_EPOCH + Duration::from_secs(20));
+    r.record(&with_occurrences(
+        snapshot(20, vec![gpu(50.0, 0.0, &none, 2)]),
+        vec![second.clone()],
+    ));
+    assert!(r.take_batch().events.iter().all(|e| e.kind != "xid"));
+    r.record(&with_occurrences(
+        snapshot(24, vec![gpu(50.0, 0.0, &none, 2)]),
+        vec![second.clone()],
+    ));
+    let xid: Vec<_> = r
+        .take_batch()
+        .events
+        .into_iter()
+        .filter(|e| e.kind == "xid")
+        .map(|e| (e.ts, e.detail))
+        .collect();
+    assert_eq!(
+        xid,
+        vec![(20_000, None)],
+        "at its own time, without details"
+    );
+    let mut third = nvml;
+    (third.seq, third.at) = (3, UNIX_EPOCH + Duration::from_secs(30));
+    r.record(&with_occurrences(
+        snapshot(30, vec![gpu(50.0, 0.0, &none, 3)]),
+        vec![third],
+    ));
+    assert_eq!(
+        r.take_final_batch()
+            .events
+            .iter()
+            .filter(|e| e.kind == "xid")
+            .count(),
+        1
+    );
+}
