@@ -12,15 +12,18 @@ use common::Agent;
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// A configuration that reads `kernel_log` and commits history every second.
-fn config(dir: &std::path::Path, kernel_log: &std::path::Path) -> std::path::PathBuf {
+/// A configuration that commits history every second and reads
+/// `kernel_log` (`None`: the default, which with `--simulate` is the log
+/// the simulator writes, GPUWATCH_SIM_KMSG).
+fn config(dir: &std::path::Path, kernel_log: Option<&std::path::Path>) -> std::path::PathBuf {
     let path = dir.join("gpuwatch.toml");
+    let health = match kernel_log {
+        Some(log) => format!("[health]\nkernel_log = \"{}\"\n\n", log.display()),
+        None => String::new(),
+    };
     std::fs::write(
         &path,
-        format!(
-            "[health]\nkernel_log = \"{}\"\npci_devices = \"\"\n\n[history]\nbatch_interval = \"1s\"\n",
-            kernel_log.display()
-        ),
+        format!("{health}[history]\nbatch_interval = \"1s\"\n"),
     )
     .expect("write config");
     path
@@ -57,7 +60,7 @@ fn wait_events(
 fn kernel_log_xid_is_counted_once_with_nvml_and_the_backlog_is_history_only() {
     let dir = tempfile::tempdir().expect("temp dir");
     let kmsg = dir.path().join("kmsg");
-    let config = config(dir.path(), &kmsg);
+    let config = config(dir.path(), None);
     // Scenario time 290 s at start, 2x: GPU 3's Xid 95 (an NVML event and
     // a kernel-log line) comes 5 s in; the lines before 290 s (Xid 13 and
     // 48 "ago", Xid 74 and SXid 20034 at 2 min) are the backlog.
@@ -136,7 +139,7 @@ fn a_restart_sees_the_backlog_once_and_does_not_count_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let kmsg = dir.path().join("kmsg");
     let db = dir.path().join("history.db");
-    let config = config(dir.path(), &kmsg);
+    let config = config(dir.path(), Some(&kmsg));
     let uptime: f64 = std::fs::read_to_string("/proc/uptime")
         .expect("/proc/uptime")
         .split_whitespace()
@@ -205,7 +208,7 @@ fn a_restart_sees_the_backlog_once_and_does_not_count_it() {
 fn an_unreadable_kernel_log_is_one_warning_and_nvml_xid_still_counts() {
     let dir = tempfile::tempdir().expect("temp dir");
     let missing = dir.path().join("no-such-kmsg");
-    let config = config(dir.path(), &missing);
+    let config = config(dir.path(), Some(&missing));
     let agent = Agent::start(
         "health",
         &["--config", config.to_str().expect("utf-8")],

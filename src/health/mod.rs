@@ -46,7 +46,8 @@ pub struct HealthReader {
 /// Starts the hardware-health readers the configuration asks for; `None`
 /// when all are off. Keep the handle for as long as the agent runs.
 pub fn start(config: &HealthConfig, sampler: &Sampler) -> Option<HealthReader> {
-    let path = config.kernel_log.clone()?;
+    let simulated = std::env::var_os(nvml_sim::ENV_SCENARIO).is_some();
+    let path = kernel_log_path(config, simulated, std::env::var_os(nvml_sim::ENV_KMSG))?;
     let table = sampler.xid_table();
     table.set_kernel_log_up(Some(false));
     let stop = Arc::new(AtomicBool::new(false));
@@ -80,6 +81,20 @@ impl Drop for HealthReader {
             }
         }
     }
+}
+
+/// The kernel log to follow. On simulated GPUs (`--simulate`) the host's
+/// log does not describe them: unless the file names a log, the one the
+/// simulator writes (`GPUWATCH_SIM_KMSG`) is followed, or none.
+fn kernel_log_path(
+    config: &HealthConfig,
+    simulated: bool,
+    sim_kmsg: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    if simulated && !config.kernel_log_explicit {
+        return sim_kmsg.filter(|p| !p.is_empty()).map(PathBuf::from);
+    }
+    config.kernel_log.clone()
 }
 
 /// When the machine booted: kernel-log times count from there.
@@ -241,5 +256,43 @@ impl Router {
                 backlog,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simulated_gpus_do_not_read_the_hosts_kernel_log_unless_told() {
+        let default = crate::config::Config::default().health;
+        assert_eq!(
+            default.kernel_log.as_deref(),
+            Some(std::path::Path::new("/dev/kmsg"))
+        );
+        assert_eq!(
+            kernel_log_path(&default, false, None),
+            Some("/dev/kmsg".into())
+        );
+        assert_eq!(kernel_log_path(&default, true, None), None);
+        assert_eq!(
+            kernel_log_path(&default, true, Some("/tmp/sim-kmsg".into())),
+            Some("/tmp/sim-kmsg".into())
+        );
+        let explicit = HealthConfig {
+            kernel_log: Some("/var/log/replay".into()),
+            kernel_log_explicit: true,
+            pci_devices: None,
+        };
+        assert_eq!(
+            kernel_log_path(&explicit, true, Some("/tmp/sim-kmsg".into())),
+            Some("/var/log/replay".into())
+        );
+        let off = HealthConfig {
+            kernel_log: None,
+            kernel_log_explicit: true,
+            pci_devices: None,
+        };
+        assert_eq!(kernel_log_path(&off, false, None), None);
     }
 }
