@@ -39,16 +39,22 @@ fn scrape_golden() -> Metrics {
     // A stand-in kubelet gives MIG instance 2 (tritonserver's) to a pod.
     let socket = dir.path().join("kubelet.sock");
     let _kubelet = FakeKubelet::golden_triton(&socket);
+    // A kernel log the agent follows: one NVSwitch SXid line is appended
+    // once it reads the log.
+    let kmsg = dir.path().join("kmsg");
+    std::fs::write(&kmsg, "").expect("kmsg");
     std::fs::write(
         &config,
         format!(
             "[history]\nbatch_interval = \"1s\"\n[sampler]\nproc_root = {:?}\nprocess_top_n = 1\nprocess_command_line = true\n\
              [kubernetes]\npod_resources_socket = {:?}\n\
+             [health]\nkernel_log = {:?}\n\
              [capacity]\nmemory_margin = \"1GiB\"\n\
              [[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n\
              [[profiles]]\nname = \"a100-big\"\nmemory = \"30GiB\"\nmodel = \"A100\"\n",
             proc_root.to_str().expect("utf-8 path"),
             socket.to_str().expect("utf-8 path"),
+            kmsg.to_str().expect("utf-8 path"),
         ),
     )
     .expect("config");
@@ -57,6 +63,18 @@ fn scrape_golden() -> Metrics {
         &["--config", config.to_str().expect("utf-8 path")],
         &[("GPUWATCH_SIM_TIME", "10")],
     );
+    agent.wait_for("the kernel log opened", Duration::from_secs(20), |m| {
+        m.value("gpuwatch_kernel_log_up", &[]) == Some(1.0)
+    });
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&kmsg)
+        .expect("kmsg");
+    std::io::Write::write_all(
+        &mut log,
+        b"3,1005,9000000,-;nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 12 LTSSM Fault Up\n",
+    )
+    .expect("append to kmsg");
     agent.wait_for(
         "three samples, both Xid codes, the processes and a history commit",
         Duration::from_secs(20),
@@ -68,6 +86,7 @@ fn scrape_golden() -> Metrics {
                 && m.value("gpuwatch_history_rows_written_total", &[])
                     .is_some_and(|v| v > 0.0)
                 && m.has("gpuwatch_gpu_pod_info")
+                && m.has("gpuwatch_sxid_errors_total")
         },
     )
 }
