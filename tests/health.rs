@@ -118,6 +118,19 @@ fn kernel_log_xid_is_counted_once_with_nvml_and_the_backlog_is_history_only() {
         detail.contains("pid=2231") && detail.contains("name=python3"),
         "{detail}"
     );
+    // NVIDIA's catalog: Xid 13 is a Graphics Engine Exception, restart the app.
+    assert_eq!(backlog13["action"], "RESTART_APP", "{backlog13}");
+    assert_eq!(backlog13["description"], "Graphics Engine Exception");
+    let db = agent.history.display().to_string();
+    let (code, out, stderr) = common::run_cli(
+        &["events", "--db", &db, "--since", "1h", "--kind", "xid"],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        out.contains("RESTART_APP: Graphics Engine Exception (pid=2231, name=python3"),
+        "{out}"
+    );
     let logged_at = backlog13["t"].as_f64().expect("t");
     let xid95_at = xid95[0]["t"].as_f64().expect("t");
     // Logged 10 scenario minutes (at 2x: 5 real minutes) before the start.

@@ -188,4 +188,26 @@ mod tests {
         assert_eq!(lookup(79), None);
         assert_eq!(lookup(0), None);
     }
+
+    #[test]
+    fn xid_alerts_carry_the_catalogs_action_and_description() {
+        use crate::rules::template::Context;
+        for name in ["GpuXidFatal", "GpuXidContained"] {
+            let rule = crate::rules::builtin_rules()
+                .into_iter()
+                .find(|r| r.name == name)
+                .unwrap();
+            let render = |key: &str, code: f64| {
+                rule.annotations[key].render(&Context {
+                    value: Some(code),
+                    host: "n1",
+                    ..Context::default()
+                })
+            };
+            assert_eq!(render("action", 13.0), "RESTART_APP", "{name}");
+            assert_eq!(render("xid_description", 13.0), "Graphics Engine Exception");
+            assert_eq!(render("action", 79.0), "n/a", "not read yet: no guess");
+            assert!(render("xid_description", 79.0).contains("not in"));
+        }
+    }
 }

@@ -30,6 +30,20 @@ pub const XID_CONTAINED: &[u64] = &[94];
 /// One GiB.
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// Adds NVIDIA's catalog advice for the Xid code to an Xid rule's
+/// annotations: `action` (the immediate action) and `xid_description`.
+fn with_xid_catalog(mut rule: Rule) -> Rule {
+    for (key, text) in [
+        ("action", "{{ .xid_action }}"),
+        ("xid_description", "{{ .xid_description }}"),
+    ] {
+        if let Ok(template) = Template::parse(text) {
+            rule.annotations.insert(key.to_string(), template);
+        }
+    }
+    rule
+}
+
 fn rule(
     name: &str,
     condition: Condition,
@@ -144,7 +158,7 @@ pub fn builtin_rules() -> Vec<Rule> {
         ),
         // An Xid is an event: fire at once and stay firing for 30 minutes so
         // that it is seen and not resolved at the next sample.
-        Rule {
+        with_xid_catalog(Rule {
             keep_firing_for: half_hour,
             ..rule(
                 "GpuXidFatal",
@@ -156,8 +170,8 @@ pub fn builtin_rules() -> Vec<Rule> {
                 "Fatal Xid {{ .value }} on GPU {{ .gpu }} of {{ .host }}",
                 "The driver reported Xid {{ .value }} on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }}. This Xid usually requires a GPU reset or a node reboot; drain the node.",
             )
-        },
-        Rule {
+        }),
+        with_xid_catalog(Rule {
             keep_firing_for: half_hour,
             ..rule(
                 "GpuXidContained",
@@ -169,7 +183,7 @@ pub fn builtin_rules() -> Vec<Rule> {
                 "Contained ECC error (Xid {{ .value }}) on GPU {{ .gpu }} of {{ .host }}",
                 "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid {{ .value }}: an uncorrectable ECC error was contained to the application that hit it. Restart the affected job and reset the GPU when convenient.",
             )
-        },
+        }),
         // Any uncorrectable ECC error corrupts data: at once, and kept for
         // 30 minutes like an Xid (it is an event too).
         Rule {

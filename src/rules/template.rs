@@ -26,6 +26,10 @@ pub enum Placeholder {
     Threshold,
     /// How long the condition must hold (the rule's `for`).
     For,
+    /// NVIDIA's immediate action for the Xid code in the value (catalog).
+    XidAction,
+    /// NVIDIA's description of the Xid code in the value (catalog).
+    XidDescription,
 }
 
 const PLACEHOLDERS: &[(Placeholder, &str)] = &[
@@ -36,6 +40,8 @@ const PLACEHOLDERS: &[(Placeholder, &str)] = &[
     (Placeholder::Host, "host"),
     (Placeholder::Threshold, "threshold"),
     (Placeholder::For, "for"),
+    (Placeholder::XidAction, "xid_action"),
+    (Placeholder::XidDescription, "xid_description"),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -90,7 +96,7 @@ impl Template {
                 .map(|(p, _)| *p)
                 .ok_or_else(|| {
                     format!(
-                        "\"{{{{ {inner} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}}, {{{{ .threshold }}}} or {{{{ .for }}}}"
+                        "\"{{{{ {inner} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}}, {{{{ .threshold }}}}, {{{{ .for }}}}, {{{{ .xid_action }}}} or {{{{ .xid_description }}}}"
                     )
                 })?;
             parts.push(Part::Field(field));
@@ -128,11 +134,25 @@ impl Template {
                         Placeholder::Name => write!(out, "{}", context.name.unwrap_or("n/a")),
                         Placeholder::Host => write!(out, "{}", context.host),
                         Placeholder::For => write!(out, "{}", duration(context.hold)),
+                        Placeholder::XidAction => write!(out, "{}", xid_catalog(context.value).0),
+                        Placeholder::XidDescription => {
+                            write!(out, "{}", xid_catalog(context.value).1)
+                        }
                     };
                 }
             }
         }
         out
+    }
+}
+
+/// NVIDIA's (action, description) of the Xid code in `value`.
+fn xid_catalog(value: Option<f64>) -> (&'static str, &'static str) {
+    const UNKNOWN: (&str, &str) = ("n/a", "not in gpuwatch's embedded Xid catalog yet");
+    match value.filter(|v| v.is_finite() && *v >= 0.0) {
+        Some(code) => crate::health::catalog::lookup(code as u64)
+            .map_or(UNKNOWN, |info| (info.action.as_str(), info.description)),
+        None => UNKNOWN,
     }
 }
 

@@ -730,7 +730,7 @@ fn templates_render_and_reject_unknown_placeholders() {
     assert!(Template::parse("{{ .value").is_err());
     // Every built-in annotation parses (a bad one would be dropped silently).
     for rule in builtin_rules() {
-        assert_eq!(rule.annotations.len(), 2, "{}", rule.name);
+        assert!(rule.annotations.len() >= 2, "{}", rule.name);
     }
     let hold = Template::parse("held {{ .for }}").expect("valid");
     for (d, text) in [
