@@ -22,6 +22,9 @@ pub struct HealthConfig {
     pub kernel_log_explicit: bool,
     /// The sysfs PCI device tree to count GPUs in; `None` when turned off.
     pub pci_devices: Option<PathBuf>,
+    /// Whether the file set `pci_devices` (with `--simulate` the host's bus
+    /// is read only then).
+    pub pci_devices_explicit: bool,
 }
 
 impl Validator<'_> {
@@ -34,6 +37,7 @@ impl Validator<'_> {
         HealthConfig {
             kernel_log_explicit: raw.kernel_log.is_some(),
             kernel_log: path(raw.kernel_log, DEFAULT_KERNEL_LOG),
+            pci_devices_explicit: raw.pci_devices.is_some(),
             pci_devices: path(raw.pci_devices, DEFAULT_PCI_DEVICES),
         }
     }

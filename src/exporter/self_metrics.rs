@@ -121,8 +121,8 @@ pub fn encode(
 /// The kernel-log reader's families: whether it can read the log (absent
 /// when reading it is off) and the NVSwitch SXid counts.
 fn encode_kernel_log(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
-    let log = &snapshot.collection.kernel_log;
-    let Some(readable) = log.up else {
+    let log = &snapshot.collection.health;
+    let Some(readable) = log.kernel_log_up else {
         return Ok(());
     };
     let mut up = Family::gauge(

@@ -62,8 +62,9 @@ pub struct CollectionStats {
     /// `{function, error, count}` (a JSON object's keys cannot be pairs).
     #[serde(serialize_with = "error_counts")]
     pub nvml_errors: Arc<BTreeMap<(String, String), u64>>,
-    /// What the kernel-log reader found (default where it does not run).
-    pub kernel_log: super::kernel_log::KernelLogStatus,
+    /// What the hardware-health readers found: the kernel log, the PCI bus
+    /// (default where they do not run).
+    pub health: super::node_health::NodeHealth,
 }
 
 /// Whether a GPU answered on this tick.

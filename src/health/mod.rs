@@ -10,6 +10,7 @@
 pub mod catalog;
 pub mod parse;
 pub mod pci;
+pub mod pci_scan;
 #[cfg(test)]
 mod proptests;
 pub mod reader;
@@ -43,28 +44,61 @@ pub struct HealthReader {
     thread: Option<JoinHandle<()>>,
 }
 
+/// How often the PCI bus is counted.
+const PCI_EVERY: Duration = Duration::from_secs(30);
+
+/// Whether the agent runs on simulated GPUs (`--simulate`): then the host's
+/// kernel log and PCI bus do not describe them.
+fn simulated() -> bool {
+    std::env::var_os(nvml_sim::ENV_SCENARIO).is_some()
+}
+
+/// The PCI tree to count GPUs in: with `--simulate`, only one the file names.
+fn pci_path(config: &HealthConfig, simulated: bool) -> Option<PathBuf> {
+    if simulated && !config.pci_devices_explicit {
+        return None;
+    }
+    config.pci_devices.clone()
+}
+
 /// Starts the hardware-health readers the configuration asks for; `None`
 /// when all are off. Keep the handle for as long as the agent runs.
 pub fn start(config: &HealthConfig, sampler: &Sampler) -> Option<HealthReader> {
-    let simulated = std::env::var_os(nvml_sim::ENV_SCENARIO).is_some();
-    let path = kernel_log_path(config, simulated, std::env::var_os(nvml_sim::ENV_KMSG))?;
+    let kernel_log = kernel_log_path(config, simulated(), std::env::var_os(nvml_sim::ENV_KMSG));
+    let pci = pci_path(config, simulated());
+    if kernel_log.is_none() && pci.is_none() {
+        return None;
+    }
     let table = sampler.xid_table();
-    table.set_kernel_log_up(Some(false));
+    if kernel_log.is_some() {
+        table.set_kernel_log_up(Some(false));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let snapshots = sampler.snapshots();
     let spawned = std::thread::Builder::new()
-        .name("gpuwatch-kmsg".into())
-        .spawn(move || follow(path, &table, &snapshots, &flag));
+        .name("gpuwatch-health".into())
+        .spawn(move || run(kernel_log, pci, &table, &snapshots, &flag));
     match spawned {
         Ok(thread) => Some(HealthReader {
             stop,
             thread: Some(thread),
         }),
         Err(error) => {
-            warn!(error = %error, "Cannot start the kernel-log thread; Xid errors are counted from NVML events only.");
+            warn!(error = %error, "Cannot start the hardware-health thread; Xid errors are counted from NVML events only and GPUs on the PCI bus are not counted.");
             None
         }
+    }
+}
+
+/// Counts the GPUs on the PCI bus into a one-off sample (`gpuwatch status`).
+pub fn count_pci_into(config: &HealthConfig, snapshot: &mut crate::gpu::Snapshot) {
+    let Some(path) = pci_path(config, simulated()) else {
+        return;
+    };
+    match pci_scan::scan(&path) {
+        Ok(gpus) => snapshot.collection.health.pci_gpus = Some(Arc::new(gpus)),
+        Err(error) => warn!(error = %error, "GPUs on the PCI bus are not counted."),
     }
 }
 
@@ -121,46 +155,102 @@ fn sleep_or_stop(stop: &AtomicBool, period: Duration) -> bool {
     stop.load(Ordering::Relaxed)
 }
 
-fn follow(path: PathBuf, table: &XidTable, snapshots: &SnapshotReceiver, stop: &AtomicBool) {
-    let boot = boot_time();
-    let mut lines = Vec::new();
-    let mut router = Router::new(boot);
-    let mut warned = false;
-    while !stop.load(Ordering::Relaxed) {
-        let mut follower = match Follower::open(&path) {
-            Ok(follower) => follower,
-            Err(error) => {
-                table.set_kernel_log_up(Some(false));
-                if !warned {
-                    warn!(error = %error, "Xid errors are still counted from NVML events, without their text; SXid errors and Xid errors logged before the agent started are not seen.");
-                    warned = true;
-                }
-                if sleep_or_stop(stop, RETRY) {
-                    return;
-                }
-                continue;
+fn run(
+    kernel_log: Option<PathBuf>,
+    pci: Option<PathBuf>,
+    table: &XidTable,
+    snapshots: &SnapshotReceiver,
+    stop: &AtomicBool,
+) {
+    let mut log = kernel_log.map(|path| LogState {
+        path,
+        follower: None,
+        retry_at: std::time::Instant::now(),
+        warned: false,
+        router: Router::new(boot_time()),
+        lines: Vec::new(),
+    });
+    let mut pci = pci.map(|path| (path, std::time::Instant::now(), false));
+    loop {
+        if let Some((path, next, warned)) = &mut pci {
+            if std::time::Instant::now() >= *next {
+                count_pci(path, table, warned);
+                *next = std::time::Instant::now() + PCI_EVERY;
             }
-        };
-        table.set_kernel_log_up(Some(true));
-        info!(path = %follower.path().display(), "Reading Xid and SXid errors from the kernel log.");
-        warned = false;
-        loop {
-            if let Err(error) = follower.poll(&mut lines) {
-                warn!(path = %follower.path().display(), error = %error, "Reading the kernel log failed; opening it again.");
-                table.set_kernel_log_up(Some(false));
-                break;
-            }
-            for line in lines.drain(..) {
-                router.line(&line, table);
-            }
-            router.resolve(snapshots, table);
-            if sleep_or_stop(stop, POLL) {
-                return;
-            }
+        }
+        if let Some(log) = &mut log {
+            log.step(table, snapshots);
         }
         if sleep_or_stop(stop, POLL) {
             return;
         }
+    }
+}
+
+fn count_pci(path: &std::path::Path, table: &XidTable, warned: &mut bool) {
+    match pci_scan::scan(path) {
+        Ok(gpus) => {
+            *warned = false;
+            table.set_pci_gpus(Some(gpus));
+        }
+        Err(error) => {
+            if !*warned {
+                warn!(error = %error, "GPUs on the PCI bus are not counted.");
+                *warned = true;
+            }
+            table.set_pci_gpus(None);
+        }
+    }
+}
+
+/// The kernel log being followed (or waited for).
+struct LogState {
+    path: PathBuf,
+    follower: Option<Follower>,
+    /// When to try opening it again.
+    retry_at: std::time::Instant,
+    /// An open failure was logged (once per outage).
+    warned: bool,
+    router: Router,
+    lines: Vec<ReadLine>,
+}
+
+impl LogState {
+    fn step(&mut self, table: &XidTable, snapshots: &SnapshotReceiver) {
+        if self.follower.is_none() {
+            if std::time::Instant::now() < self.retry_at {
+                return;
+            }
+            match Follower::open(&self.path) {
+                Ok(follower) => {
+                    table.set_kernel_log_up(Some(true));
+                    info!(path = %self.path.display(), "Reading Xid and SXid errors from the kernel log.");
+                    self.warned = false;
+                    self.follower = Some(follower);
+                }
+                Err(error) => {
+                    table.set_kernel_log_up(Some(false));
+                    if !self.warned {
+                        warn!(error = %error, "Xid errors are still counted from NVML events, without their text; SXid errors and Xid errors logged before the agent started are not seen.");
+                        self.warned = true;
+                    }
+                    self.retry_at = std::time::Instant::now() + RETRY;
+                    return;
+                }
+            }
+        }
+        if let Some(follower) = &mut self.follower {
+            if let Err(error) = follower.poll(&mut self.lines) {
+                warn!(path = %self.path.display(), error = %error, "Reading the kernel log failed; opening it again.");
+                table.set_kernel_log_up(Some(false));
+                self.follower = None;
+                self.retry_at = std::time::Instant::now() + POLL;
+            }
+        }
+        for line in self.lines.drain(..) {
+            self.router.line(&line, table);
+        }
+        self.router.resolve(snapshots, table);
     }
 }
 
@@ -283,6 +373,7 @@ mod tests {
             kernel_log: Some("/var/log/replay".into()),
             kernel_log_explicit: true,
             pci_devices: None,
+            pci_devices_explicit: false,
         };
         assert_eq!(
             kernel_log_path(&explicit, true, Some("/tmp/sim-kmsg".into())),
@@ -292,6 +383,7 @@ mod tests {
             kernel_log: None,
             kernel_log_explicit: true,
             pci_devices: None,
+            pci_devices_explicit: false,
         };
         assert_eq!(kernel_log_path(&off, false, None), None);
     }

@@ -160,7 +160,7 @@ pub struct Recorder {
     batch: Batch,
     started: bool,
     /// The last Xid occurrence turned into an event (see
-    /// [`KernelLogStatus::recent_xid`](crate::gpu::kernel_log::KernelLogStatus)).
+    /// [`NodeHealth::recent_xid`](crate::gpu::node_health::NodeHealth)).
     xid_seq: u64,
     /// Live Xid occurrences already written as their own event, per (GPU
     /// id, code): the count-based event leaves them out.
@@ -169,7 +169,7 @@ pub struct Recorder {
     /// occurrence among them is not written again.
     known_xid: Vec<(i64, u64, i64)>,
     /// Occurrences waiting for the kernel log's details (GPU id, occurrence).
-    xid_held: Vec<(i64, crate::gpu::kernel_log::XidOccurrence)>,
+    xid_held: Vec<(i64, crate::gpu::node_health::XidOccurrence)>,
 }
 
 impl Recorder {

@@ -254,5 +254,16 @@ pub fn builtin_rules() -> Vec<Rule> {
             "gpuwatch on {{ .host }} has no fresh sample",
             "The latest snapshot on {{ .host }} is {{ .value }} s old (limit {{ .threshold }} s): NVML is failing or a driver call hung.",
         ),
+        // A GPU on the PCI bus that the driver never enumerated (fell off
+        // the bus before it loaded, failed to initialise): NVML just counts
+        // one GPU fewer, so only the bus shows it.
+        rule(
+            "GpuMissingFromDriver",
+            Condition::GpusMissingFromDriver,
+            0,
+            Severity::Critical,
+            "{{ .value }} GPU(s) on the PCI bus of {{ .host }} are missing from the driver",
+            "NVIDIA GPUs at {{ .missing_pci }} sit on the PCI bus of {{ .host }} but NVML does not list them: they fell off the bus or failed to initialise. Check `dmesg` for the Xid that took them off the bus (`gpuwatch events`); they usually need a node reboot, else a reseat or replacement.",
+        ),
     ]
 }

@@ -349,6 +349,10 @@ fn annotations(
     snapshot: &Snapshot,
     value: Option<f64>,
 ) -> BTreeMap<String, String> {
+    let missing = match rule.condition {
+        Condition::GpusMissingFromDriver => Some(missing_from_driver(snapshot).join(", ")),
+        _ => None,
+    };
     let context = Context {
         value,
         gpu: gpu.map(|g| g.index),
@@ -357,6 +361,7 @@ fn annotations(
         host: &snapshot.hostname,
         threshold: rule.condition.threshold(),
         hold: rule.for_,
+        missing_pci: missing.as_deref(),
     };
     rule.annotations
         .iter()
@@ -552,7 +557,9 @@ fn check(
                     || gpu.groups.get(&group(*metric)) == Some(&false));
             (missing, None)
         }
-        Condition::Stale { .. } | Condition::FitsNowhere { .. } => (false, None),
+        Condition::Stale { .. }
+        | Condition::FitsNowhere { .. }
+        | Condition::GpusMissingFromDriver => (false, None),
         Condition::TemperatureAnomaly { margin } => match changes.anomaly {
             Some(score) => (score.is_anomalous(*margin), Some(score.above_mean)),
             None => (false, None),
@@ -575,6 +582,16 @@ fn check(
     }
 }
 
+/// The PCI addresses of the NVIDIA GPUs on the bus that NVML does not list.
+pub fn missing_from_driver(snapshot: &Snapshot) -> Vec<String> {
+    snapshot.collection.health.missing_from_driver(
+        snapshot
+            .gpus
+            .iter()
+            .filter_map(|g| g.identity.pci_bus_id.as_deref()),
+    )
+}
+
 /// A node-level condition.
 fn node_check(condition: &Condition, snapshot: &Snapshot, now: SystemTime) -> (bool, Option<f64>) {
     match condition {
@@ -587,6 +604,10 @@ fn node_check(condition: &Condition, snapshot: &Snapshot, now: SystemTime) -> (b
         Condition::FitsNowhere { profile, margin } => {
             let total = crate::capacity::node_total(snapshot, profile, *margin);
             (total == 0, Some(total as f64))
+        }
+        Condition::GpusMissingFromDriver => {
+            let missing = missing_from_driver(snapshot).len();
+            (missing > 0, Some(missing as f64))
         }
         _ => (false, None),
     }

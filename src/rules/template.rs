@@ -30,6 +30,8 @@ pub enum Placeholder {
     XidAction,
     /// NVIDIA's description of the Xid code in the value (catalog).
     XidDescription,
+    /// The PCI addresses of GPUs on the bus that NVML does not list.
+    MissingPci,
 }
 
 const PLACEHOLDERS: &[(Placeholder, &str)] = &[
@@ -42,6 +44,7 @@ const PLACEHOLDERS: &[(Placeholder, &str)] = &[
     (Placeholder::For, "for"),
     (Placeholder::XidAction, "xid_action"),
     (Placeholder::XidDescription, "xid_description"),
+    (Placeholder::MissingPci, "missing_pci"),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +77,8 @@ pub struct Context<'a> {
     pub threshold: Option<f64>,
     /// The rule's hold (`for`).
     pub hold: Duration,
+    /// PCI addresses of GPUs NVML does not list (`GpusMissingFromDriver`).
+    pub missing_pci: Option<&'a str>,
 }
 
 impl Template {
@@ -96,7 +101,7 @@ impl Template {
                 .map(|(p, _)| *p)
                 .ok_or_else(|| {
                     format!(
-                        "\"{{{{ {inner} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}}, {{{{ .threshold }}}}, {{{{ .for }}}}, {{{{ .xid_action }}}} or {{{{ .xid_description }}}}"
+                        "\"{{{{ {inner} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}}, {{{{ .threshold }}}}, {{{{ .for }}}}, {{{{ .xid_action }}}}, {{{{ .xid_description }}}} or {{{{ .missing_pci }}}}"
                     )
                 })?;
             parts.push(Part::Field(field));
@@ -137,6 +142,9 @@ impl Template {
                         Placeholder::XidAction => write!(out, "{}", xid_catalog(context.value).0),
                         Placeholder::XidDescription => {
                             write!(out, "{}", xid_catalog(context.value).1)
+                        }
+                        Placeholder::MissingPci => {
+                            write!(out, "{}", context.missing_pci.unwrap_or("n/a"))
                         }
                     };
                 }

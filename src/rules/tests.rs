@@ -710,6 +710,7 @@ fn templates_render_and_reject_unknown_placeholders() {
         host: "n1",
         threshold: Some(85.0),
         hold: Duration::from_secs(90),
+        missing_pci: None,
     };
     assert_eq!(
         t.render(&context),

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use tracing::{info, warn};
 
-use crate::gpu::kernel_log::{KernelLogStatus, SxidCount, XidOccurrence, XidSource};
+use crate::gpu::node_health::{NodeHealth, SxidCount, XidOccurrence, XidSource};
 use crate::gpu::nvml::{Driver, XidWait};
 use crate::gpu::XidCount;
 
@@ -46,6 +46,7 @@ struct State {
     recent: VecDeque<(XidOccurrence, bool)>,
     next_seq: u64,
     kernel_log_up: Option<bool>,
+    pci_gpus: Option<Arc<Vec<String>>>,
     sxid: BTreeMap<(String, u64), SxidCount>,
 }
 
@@ -187,6 +188,11 @@ impl XidTable {
         entry.last_seen = entry.last_seen.max(at);
     }
 
+    /// Sets the NVIDIA GPUs found on the PCI bus (`None`: not counted).
+    pub fn set_pci_gpus(&self, gpus: Option<Vec<String>>) {
+        self.state().pci_gpus = gpus.map(Arc::new);
+    }
+
     /// Sets whether the kernel log is being read (`None`: off).
     pub fn set_kernel_log_up(&self, up: Option<bool>) {
         self.state().kernel_log_up = up;
@@ -202,11 +208,12 @@ impl XidTable {
             .collect()
     }
 
-    /// What the kernel log gave, for the snapshot.
-    pub fn kernel_log(&self) -> KernelLogStatus {
+    /// What the health readers found, for the snapshot.
+    pub fn node_health(&self) -> NodeHealth {
         let state = self.state();
-        KernelLogStatus {
-            up: state.kernel_log_up,
+        NodeHealth {
+            kernel_log_up: state.kernel_log_up,
+            pci_gpus: state.pci_gpus.clone(),
             sxid: Arc::new(state.sxid.values().cloned().collect()),
             recent_xid: Arc::new(state.recent.iter().map(|(o, _)| o.clone()).collect()),
         }
@@ -338,7 +345,7 @@ mod tests {
         table.record(0, 79, t0);
         table.record_kernel(kernel(0, 79, t0 + Duration::from_secs(2), false));
         assert_eq!(count(&table, 0, 79), 1);
-        let log = table.kernel_log();
+        let log = table.node_health();
         assert_eq!(log.recent_xid.len(), 1);
         let first = &log.recent_xid[0];
         assert_eq!(first.source, XidSource::Nvml);
@@ -352,7 +359,7 @@ mod tests {
         table.record(0, 79, t0 + Duration::from_secs(1));
         assert_eq!(count(&table, 0, 79), 1);
         assert_eq!(
-            table.kernel_log().recent_xid[0].source,
+            table.node_health().recent_xid[0].source,
             XidSource::KernelLog
         );
     }
@@ -390,7 +397,7 @@ mod tests {
         // A live NVML event right after is a new error, not the backlog one.
         table.record(2, 79, t0 + Duration::from_secs(1));
         assert_eq!(count(&table, 2, 79), 1);
-        let log = table.kernel_log();
+        let log = table.node_health();
         assert_eq!(log.recent_xid.len(), 2);
         assert!(log.recent_xid[0].backlog && !log.recent_xid[1].backlog);
         assert!(log.recent_xid[0].seq < log.recent_xid[1].seq);
@@ -403,15 +410,15 @@ mod tests {
         for i in 0..(RECENT_XID as u64 + 10) {
             table.record(0, 13, t0 + Duration::from_secs(i * 100));
         }
-        let log = table.kernel_log();
+        let log = table.node_health();
         assert_eq!(log.recent_xid.len(), RECENT_XID);
         assert_eq!(count(&table, 0, 13), RECENT_XID as u64 + 10);
         table.record_sxid("0000:05:00.0".into(), 20034, t0);
         table.record_sxid("0000:05:00.0".into(), 20034, t0);
         table.record_sxid("0000:06:00.0".into(), 12028, t0);
         table.set_kernel_log_up(Some(true));
-        let log = table.kernel_log();
-        assert_eq!(log.up, Some(true));
+        let log = table.node_health();
+        assert_eq!(log.kernel_log_up, Some(true));
         let sxid: Vec<_> = log
             .sxid
             .iter()

@@ -218,13 +218,13 @@ fn a_process_start_names_its_pod_when_known() {
     );
 }
 
-fn occurrence(seq: u64, at_s: u64, backlog: bool) -> crate::gpu::kernel_log::XidOccurrence {
-    crate::gpu::kernel_log::XidOccurrence {
+fn occurrence(seq: u64, at_s: u64, backlog: bool) -> crate::gpu::node_health::XidOccurrence {
+    crate::gpu::node_health::XidOccurrence {
         seq,
         gpu: 0,
         code: 79,
         at: UNIX_EPOCH + Duration::from_secs(at_s),
-        source: crate::gpu::kernel_log::XidSource::KernelLog,
+        source: crate::gpu::node_health::XidSource::KernelLog,
         pid: Some(1234),
         process: Some("python3".into()),
         text: Some("GPU has fallen off the bus.".into()),
@@ -232,8 +232,11 @@ fn occurrence(seq: u64, at_s: u64, backlog: bool) -> crate::gpu::kernel_log::Xid
     }
 }
 
-fn with_occurrences(mut s: Snapshot, list: Vec<crate::gpu::kernel_log::XidOccurrence>) -> Snapshot {
-    s.collection.kernel_log.recent_xid = Arc::new(list);
+fn with_occurrences(
+    mut s: Snapshot,
+    list: Vec<crate::gpu::node_health::XidOccurrence>,
+) -> Snapshot {
+    s.collection.health.recent_xid = Arc::new(list);
     s
 }
 
@@ -294,7 +297,7 @@ fn an_nvml_xid_waits_briefly_for_the_kernel_logs_details() {
     let mut r = Recorder::new(vec![], vec![]);
     let none = Arc::new(vec![]);
     let mut nvml = occurrence(1, 10, false);
-    nvml.source = crate::gpu::kernel_log::XidSource::Nvml;
+    nvml.source = crate::gpu::node_health::XidSource::Nvml;
     (nvml.pid, nvml.process, nvml.text) = (None, None, None);
     r.record(&with_occurrences(
         snapshot(10, vec![gpu(50.0, 0.0, &none, 1)]),

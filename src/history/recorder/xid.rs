@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::gpu::kernel_log::XidOccurrence;
+use crate::gpu::node_health::XidOccurrence;
 use crate::gpu::{unix_seconds_f64, Snapshot};
 
 use super::{EventRow, Recorder};
@@ -32,7 +32,7 @@ impl Recorder {
     /// driver's details (an occurrence only NVML reported waits up to
     /// [`DETAIL_WAIT`] for them).
     pub(super) fn xid_occurrences(&mut self, snapshot: &Snapshot) {
-        let recent = snapshot.collection.kernel_log.recent_xid.clone();
+        let recent = snapshot.collection.health.recent_xid.clone();
         for (id, held) in std::mem::take(&mut self.xid_held) {
             let current = recent
                 .iter()

@@ -1,6 +1,7 @@
-//! What the kernel-log reader (`crate::health`) adds to a snapshot: whether
-//! it can read the log, NVSwitch SXid counts, and the latest Xid
-//! occurrences with their details (for history events and the event list).
+//! What the hardware-health readers (`crate::health`) add to a snapshot:
+//! whether the kernel log can be read, NVSwitch SXid counts, the latest Xid
+//! occurrences with their details (for history events and the event list),
+//! and the GPUs on the PCI bus.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -9,19 +10,49 @@ use serde::Serialize;
 
 use super::snapshot::unix_seconds;
 
-/// The kernel log as of one tick. `Default` is "not read" (turned off, or
-/// a one-off sample that never starts the reader).
+/// The node's hardware health as of one tick. `Default` is "not read"
+/// (turned off, or a one-off sample that never starts the readers).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct KernelLogStatus {
-    /// `Some(true)` while the log is being read, `Some(false)` when it
-    /// cannot be (permissions), `None` when reading it is off.
-    pub up: Option<bool>,
+pub struct NodeHealth {
+    /// `Some(true)` while the kernel log is being read, `Some(false)` when
+    /// it cannot be (permissions), `None` when reading it is off.
+    pub kernel_log_up: Option<bool>,
     /// SXid errors per NVSwitch (PCI address) and code, since the agent
     /// started.
     pub sxid: Arc<Vec<SxidCount>>,
     /// The most recent Xid occurrences, oldest first, from either source;
     /// bounded (see `crate::sampler::xid::RECENT_XID`).
     pub recent_xid: Arc<Vec<XidOccurrence>>,
+    /// NVIDIA GPUs on the PCI bus (`0000:18:00.0`, ascending), whether the
+    /// driver saw them or not; `None` when not counted (off, unreadable).
+    pub pci_gpus: Option<Arc<Vec<String>>>,
+}
+
+impl NodeHealth {
+    /// The GPUs on the PCI bus that NVML does not list, given NVML's bus
+    /// ids; empty when the bus is not counted.
+    pub fn missing_from_driver<'a>(
+        &self,
+        nvml_bus_ids: impl Iterator<Item = &'a str> + Clone,
+    ) -> Vec<String> {
+        use crate::health::pci::PciAddress;
+        let Some(on_bus) = &self.pci_gpus else {
+            return Vec::new();
+        };
+        on_bus
+            .iter()
+            .filter(|address| {
+                let Some(address) = PciAddress::parse(address) else {
+                    return false;
+                };
+                !nvml_bus_ids
+                    .clone()
+                    .filter_map(PciAddress::parse)
+                    .any(|seen| seen.same_device(&address))
+            })
+            .cloned()
+            .collect()
+    }
 }
 
 /// Which source reported an Xid first.
