@@ -170,6 +170,20 @@ pub fn render(snapshot: &Snapshot) -> String {
             );
         }
     }
+    let missing = crate::rules::missing_from_driver(snapshot);
+    if let Some(on_bus) = &snapshot.collection.health.pci_gpus {
+        let _ = writeln!(
+            out,
+            "PCI bus: {} NVIDIA GPU{}{}",
+            on_bus.len(),
+            if on_bus.len() == 1 { "" } else { "s" },
+            if missing.is_empty() {
+                String::new()
+            } else {
+                format!("; missing from the driver: {}", missing.join(", "))
+            }
+        );
+    }
     out
 }
 

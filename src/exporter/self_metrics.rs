@@ -115,13 +115,22 @@ pub fn encode(
         failed.push(vec![], kubelet.errors as f64);
         failed.encode(encoder)?;
     }
-    encode_kernel_log(snapshot, encoder)
+    encode_health(snapshot, encoder)
 }
 
-/// The kernel-log reader's families: whether it can read the log (absent
-/// when reading it is off) and the NVSwitch SXid counts.
-fn encode_kernel_log(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
+/// The hardware-health readers' families: GPUs on the PCI bus, whether the
+/// kernel log can be read (absent when off) and the NVSwitch SXid counts.
+fn encode_health(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
     let log = &snapshot.collection.health;
+    if let Some(on_bus) = &log.pci_gpus {
+        let mut pci = Family::gauge(
+            "pci_gpus",
+            "NVIDIA GPUs on the PCI bus (sysfs), whether the driver enumerated them or not; compare with gpuwatch_gpus.",
+            None,
+        );
+        pci.push(vec![], on_bus.len() as f64);
+        pci.encode(encoder)?;
+    }
     let Some(readable) = log.kernel_log_up else {
         return Ok(());
     };
