@@ -43,18 +43,30 @@ fn scrape_golden() -> Metrics {
     // once it reads the log.
     let kmsg = dir.path().join("kmsg");
     std::fs::write(&kmsg, "").expect("kmsg");
+    // A PCI tree with the scenario's GPUs (all listed by NVML) and an NVSwitch.
+    let pci = dir.path().join("pci");
+    for (address, class) in [
+        ("0000:07:00.0", "0x030200"),
+        ("0000:65:00.0", "0x030200"),
+        ("0000:05:00.0", "0x068000"),
+    ] {
+        std::fs::create_dir_all(pci.join(address)).expect("pci");
+        std::fs::write(pci.join(address).join("vendor"), "0x10de\n").expect("vendor");
+        std::fs::write(pci.join(address).join("class"), format!("{class}\n")).expect("class");
+    }
     std::fs::write(
         &config,
         format!(
             "[history]\nbatch_interval = \"1s\"\n[sampler]\nproc_root = {:?}\nprocess_top_n = 1\nprocess_command_line = true\n\
              [kubernetes]\npod_resources_socket = {:?}\n\
-             [health]\nkernel_log = {:?}\n\
+             [health]\nkernel_log = {:?}\npci_devices = {:?}\n\
              [capacity]\nmemory_margin = \"1GiB\"\n\
              [[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n\
              [[profiles]]\nname = \"a100-big\"\nmemory = \"30GiB\"\nmodel = \"A100\"\n",
             proc_root.to_str().expect("utf-8 path"),
             socket.to_str().expect("utf-8 path"),
             kmsg.to_str().expect("utf-8 path"),
+            pci.to_str().expect("utf-8 path"),
         ),
     )
     .expect("config");
@@ -87,6 +99,7 @@ fn scrape_golden() -> Metrics {
                     .is_some_and(|v| v > 0.0)
                 && m.has("gpuwatch_gpu_pod_info")
                 && m.has("gpuwatch_sxid_errors_total")
+                && m.has("gpuwatch_pci_gpus")
         },
     )
 }
