@@ -265,7 +265,8 @@ fn xid_occurrences_are_events_at_their_own_time_with_details() {
     ));
     // A count without an occurrence (the list overflowed): the old event.
     r.record(&snapshot(14, vec![gpu(50.0, 0.0, &none, 2)]));
-    let events: Vec<(i64, Option<i64>, Option<i64>, Option<String>)> = r
+    type Row = (i64, Option<i64>, Option<i64>, Option<String>);
+    let events: Vec<Row> = r
         .take_batch()
         .events
         .iter()
