@@ -352,3 +352,75 @@ fn every_gpu_on_the_bus_listed_by_nvml_stays_quiet() {
     let status = agent.terminate();
     assert!(status.success(), "{status:?}");
 }
+
+fn firing(m: &common::Metrics, alert: &str, gpu: &str) -> bool {
+    m.value(
+        "gpuwatch_alerts",
+        &[("alertname", alert), ("gpu", gpu), ("state", "firing")],
+    ) == Some(1.0)
+}
+
+#[test]
+fn nvlink_down_and_a_recovery_action_fire_their_rules() {
+    // 2 min 5 s in: GPU 1's link 3 is down (2-4 min) and has counted CRC
+    // errors since 1 min.
+    let agent = Agent::start("health", &[], &[("GPUWATCH_SIM_START", "125")]);
+    let metrics = agent.wait_for("GpuNvlinkDown on GPU 1", LONG, |m| {
+        firing(m, "GpuNvlinkDown", "1")
+    });
+    assert_eq!(
+        metrics.value("gpuwatch_nvlink_up", &[("gpu", "1"), ("link", "3")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        metrics.find("gpuwatch_nvlink_up", &[("gpu", "0")]).len(),
+        18
+    );
+    assert!(metrics
+        .find("gpuwatch_nvlink_up", &[("gpu", "0")])
+        .iter()
+        .all(|s| s.value == 1.0));
+    assert!(
+        metrics
+            .value(
+                "gpuwatch_nvlink_errors_total",
+                &[("gpu", "1"), ("link", "3"), ("type", "crc_flit")]
+            )
+            .is_some_and(|v| v > 0.0),
+        "{}",
+        metrics.text
+    );
+    assert!(!firing(&metrics, "GpuNvlinkDown", "0"));
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_recovery_action",
+            &[("gpu", "3"), ("action", "none")]
+        ),
+        Some(1.0)
+    );
+    assert!(!firing(&metrics, "GpuRecoveryActionRequired", "3"));
+    assert!(agent.terminate().success());
+
+    // 5 min 5 s in: GPU 3's Xid 95 asks for a GPU reset; the links are up.
+    let agent = Agent::start("health", &[], &[("GPUWATCH_SIM_START", "305")]);
+    let metrics = agent.wait_for("GpuRecoveryActionRequired on GPU 3", LONG, |m| {
+        firing(m, "GpuRecoveryActionRequired", "3")
+    });
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_recovery_action",
+            &[("gpu", "3"), ("action", "gpu_reset")]
+        ),
+        Some(1.0),
+        "{}",
+        metrics.text
+    );
+    assert_eq!(
+        metrics
+            .find("gpuwatch_recovery_action", &[("gpu", "3")])
+            .len(),
+        1
+    );
+    assert!(!firing(&metrics, "GpuNvlinkDown", "1"), "{}", metrics.text);
+    assert!(agent.terminate().success());
+}

@@ -228,6 +228,8 @@ pub struct SlowReadings {
     pub compute_mode: Option<&'static str>,
     /// Whether MIG mode is enabled.
     pub mig_enabled: Option<bool>,
+    /// NVLink links and the recovery action.
+    pub links: super::links::LinkHealth,
 }
 
 /// ECC error counts.

@@ -149,6 +149,8 @@ pub fn related(condition: &Condition) -> Option<Related> {
             Metric::FanSpeed => r("fan", "Fan speed", Limit::None),
             Metric::PerformanceState => r("pstate", "Performance state", Limit::None),
             Metric::PcieLinkWidth => r("pcie_width", "PCIe link width", Limit::None),
+            // No history series to chart.
+            Metric::NvlinkDown | Metric::RecoveryActionNeeded => None,
         },
         Condition::ClockEvent { mask } => {
             let any = |names: &[&str]| {

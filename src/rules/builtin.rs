@@ -254,6 +254,33 @@ pub fn builtin_rules() -> Vec<Rule> {
             "gpuwatch on {{ .host }} has no fresh sample",
             "The latest snapshot on {{ .host }} is {{ .value }} s old (limit {{ .threshold }} s): NVML is failing or a driver call hung.",
         ),
+        // An NVLink link that is down cuts the GPU's bandwidth to its peers
+        // (and, on NVSwitch systems, can stop multi-GPU jobs): at once.
+        rule(
+            "GpuNvlinkDown",
+            Condition::Compare {
+                metric: Metric::NvlinkDown,
+                op: Op::Gt,
+                threshold: 0.0,
+            },
+            0,
+            Severity::Critical,
+            "{{ .value }} NVLink link(s) of GPU {{ .gpu }} on {{ .host }} are down",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has {{ .value }} NVLink link(s) down (gpuwatch_nvlink_up). Multi-GPU jobs lose bandwidth or fail; follow NVIDIA's NVLink workflow (reset the GPU, then check the links and switches).",
+        ),
+        // The driver itself says what the GPU needs (field 230).
+        rule(
+            "GpuRecoveryActionRequired",
+            Condition::Compare {
+                metric: Metric::RecoveryActionNeeded,
+                op: Op::Gt,
+                threshold: 0.0,
+            },
+            0,
+            Severity::Critical,
+            "GPU {{ .gpu }} on {{ .host }} needs a recovery action",
+            "The driver reports a recovery action for GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} (gpuwatch_recovery_action: gpu_reset, node_reboot, drain_p2p or drain_and_reset). Drain it and do what it asks.",
+        ),
         // A GPU on the PCI bus that the driver never enumerated (fell off
         // the bus before it loaded, failed to initialise): NVML just counts
         // one GPU fewer, so only the bus shows it.

@@ -57,6 +57,11 @@ pub enum Metric {
     PerformanceState,
     /// Current PCIe link width, lanes.
     PcieLinkWidth,
+    /// NVLink links that are down (absent without NVLink).
+    NvlinkDown,
+    /// 1 when the driver's recovery action (field 230) is not `none`, 0
+    /// when it is (absent when unsupported).
+    RecoveryActionNeeded,
 }
 
 /// Every metric with its name in the condition syntax.
@@ -76,6 +81,8 @@ pub const METRICS: &[(Metric, &str)] = &[
     (Metric::FanSpeed, "fan_speed"),
     (Metric::PerformanceState, "performance_state"),
     (Metric::PcieLinkWidth, "pcie_link_width"),
+    (Metric::NvlinkDown, "nvlink_down"),
+    (Metric::RecoveryActionNeeded, "recovery_action_needed"),
 ];
 
 impl Metric {

@@ -488,6 +488,12 @@ pub fn metric_value(gpu: &GpuSnapshot, metric: Metric) -> Option<f64> {
         Metric::FanSpeed => h.fan_speed_ratio.iter().flatten().copied().reduce(f64::max),
         Metric::PerformanceState => h.performance_state.map(f64::from),
         Metric::PcieLinkWidth => h.pcie_link_width.map(f64::from),
+        Metric::NvlinkDown => (!h.links.nvlink.is_empty()).then(|| h.links.links_down() as f64),
+        Metric::RecoveryActionNeeded => {
+            h.links
+                .recovery_action
+                .map(|action| if action == "none" { 0.0 } else { 1.0 })
+        }
     }
 }
 
@@ -503,7 +509,10 @@ fn group(metric: Metric) -> FieldGroup {
         Metric::Power | Metric::PowerLimitRatio => FieldGroup::Power,
         Metric::UtilizationGpu | Metric::UtilizationMemory => FieldGroup::Utilization,
         Metric::SmClock => FieldGroup::Clocks,
-        Metric::FanSpeed | Metric::PerformanceState => FieldGroup::Device,
+        Metric::FanSpeed
+        | Metric::PerformanceState
+        | Metric::NvlinkDown
+        | Metric::RecoveryActionNeeded => FieldGroup::Device,
         Metric::PcieLinkWidth => FieldGroup::Pcie,
     }
 }

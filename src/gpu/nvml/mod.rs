@@ -18,6 +18,7 @@
 
 mod fast;
 pub mod fields;
+mod links;
 mod processes;
 mod slow;
 pub mod tally;
