@@ -119,6 +119,7 @@ pub fn render(snapshot: &Snapshot) -> String {
             }
         );
         let _ = writeln!(out, "     {}", sharing_line(gpu));
+        let _ = writeln!(out, "     health: {}", health_text(gpu));
         for allocation in gpu.pods.iter() {
             let instance = allocation
                 .gpu_instance_id
@@ -251,5 +252,14 @@ fn truncate(text: &str, width: usize) -> String {
         let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
         cut.push('…');
         cut
+    }
+}
+
+/// The GPU's health verdict and its worst reason, for the status table.
+fn health_text(gpu: &crate::gpu::GpuSnapshot) -> String {
+    let v = crate::health::verdict::verdict(gpu, std::time::SystemTime::now());
+    match v.reasons.first() {
+        Some(reason) => format!("{} ({}; {})", v.state.as_str(), reason.text, reason.action),
+        None => v.state.as_str().to_string(),
     }
 }

@@ -399,6 +399,44 @@ fn nvlink_down_and_a_recovery_action_fire_their_rules() {
         Some(1.0)
     );
     assert!(!firing(&metrics, "GpuRecoveryActionRequired", "3"));
+    // One verdict per GPU: GPU 1 unhealthy for its link, GPU 0 healthy.
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_gpu_health",
+            &[("gpu", "1"), ("state", "unhealthy")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_gpu_health", &[("gpu", "1"), ("state", "healthy")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        metrics.value("gpuwatch_gpu_health", &[("gpu", "0"), ("state", "healthy")]),
+        Some(1.0)
+    );
+    let (status, body) = agent.get("/api/v1/health");
+    assert_eq!(status, 200, "{body}");
+    let health: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(health["state"], "unhealthy", "{health}");
+    let gpu1 = &health["gpus"][1];
+    assert_eq!(
+        (gpu1["gpu"].as_u64(), gpu1["state"].as_str()),
+        (Some(1), Some("unhealthy")),
+        "{health}"
+    );
+    assert_eq!(gpu1["reasons"][0]["source"], "nvlink", "{health}");
+    assert!(
+        gpu1["reasons"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains('3')),
+        "{health}"
+    );
+    assert_eq!(health["gpus"][0]["state"], "healthy", "{health}");
+    assert_eq!(
+        health["gpus"][0]["reasons"].as_array().map(Vec::len),
+        Some(0)
+    );
     assert!(agent.terminate().success());
 
     // 5 min 5 s in: GPU 3's Xid 95 asks for a GPU reset; the links are up.
@@ -420,6 +458,18 @@ fn nvlink_down_and_a_recovery_action_fire_their_rules() {
             .find("gpuwatch_recovery_action", &[("gpu", "3")])
             .len(),
         1
+    );
+    let (_, body) = agent.get("/api/v1/health");
+    let health: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let reasons = health["gpus"][3]["reasons"]
+        .as_array()
+        .expect("reasons")
+        .clone();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r["source"] == "recovery_action" && r["action"] == "gpu_reset"),
+        "{health}"
     );
     assert!(!firing(&metrics, "GpuNvlinkDown", "1"), "{}", metrics.text);
     assert!(agent.terminate().success());

@@ -14,6 +14,7 @@ pub mod pci_scan;
 #[cfg(test)]
 mod proptests;
 pub mod reader;
+pub mod verdict;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
