@@ -173,7 +173,7 @@ pub fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
         };
         add(state, "xid", text, action);
     }
-    reasons.sort_by(|a, b| b.state.cmp(&a.state));
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.state));
     Verdict {
         state: reasons.first().map_or(State::Healthy, |r| r.state),
         reasons,
