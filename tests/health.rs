@@ -474,3 +474,35 @@ fn nvlink_down_and_a_recovery_action_fire_their_rules() {
     assert!(!firing(&metrics, "GpuNvlinkDown", "1"), "{}", metrics.text);
     assert!(agent.terminate().success());
 }
+
+#[test]
+fn a_busy_gpu_on_a_narrowed_pcie_link_fires_gpu_pcie_degraded_and_an_idle_one_does_not() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gpuwatch.toml");
+    // The built-in hold is 5 minutes; the test tunes it away.
+    std::fs::write(
+        &config,
+        "[[rules]]\nname = \"GpuPcieDegraded\"\nfor = \"0s\"\n",
+    )
+    .expect("config");
+    let scenario = common::fixture("scenarios/pcie-degraded.toml");
+    let agent = Agent::start(
+        scenario.to_str().expect("utf-8"),
+        &["--config", config.to_str().expect("utf-8")],
+        &[],
+    );
+    let metrics = agent.wait_for("GpuPcieDegraded on GPU 0", LONG, |m| {
+        firing(m, "GpuPcieDegraded", "0")
+            && m.value("gpuwatch_samples_total", &[])
+                .is_some_and(|n| n >= 3.0)
+    });
+    assert!(
+        !firing(&metrics, "GpuPcieDegraded", "1"),
+        "idle and downshifted"
+    );
+    assert!(
+        !firing(&metrics, "GpuPcieDegraded", "2"),
+        "busy at full link"
+    );
+    assert!(agent.terminate().success());
+}

@@ -151,6 +151,7 @@ pub fn related(condition: &Condition) -> Option<Related> {
             Metric::PcieLinkWidth => r("pcie_width", "PCIe link width", Limit::None),
             // No history series to chart.
             Metric::NvlinkDown | Metric::RecoveryActionNeeded => None,
+            Metric::PcieDegraded => r("pcie_width", "PCIe link width", Limit::None),
         },
         Condition::ClockEvent { mask } => {
             let any = |names: &[&str]| {

@@ -281,6 +281,22 @@ pub fn builtin_rules() -> Vec<Rule> {
             "GPU {{ .gpu }} on {{ .host }} needs a recovery action",
             "The driver reports a recovery action for GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} (gpuwatch_recovery_action: gpu_reset, node_reboot, drain_p2p or drain_and_reset). Drain it and do what it asks.",
         ),
+        // A busy GPU on a narrower or slower PCIe link than it supports
+        // (a bad riser, slot or retimer): transfers slow down. Idle GPUs
+        // downshift on purpose, so only busy ones count; the hold skips
+        // the moments a link retrains.
+        rule(
+            "GpuPcieDegraded",
+            Condition::Compare {
+                metric: Metric::PcieDegraded,
+                op: Op::Gt,
+                threshold: 0.0,
+            },
+            300,
+            Severity::Warning,
+            "PCIe link of GPU {{ .gpu }} on {{ .host }} is degraded",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been busy on a PCIe link below its maximum width or generation for {{ .for }} (gpuwatch_pcie_link_width vs gpuwatch_pcie_link_max_width, generation likewise). Reseat the GPU or check its riser and slot.",
+        ),
         // A GPU on the PCI bus that the driver never enumerated (fell off
         // the bus before it loaded, failed to initialise): NVML just counts
         // one GPU fewer, so only the bus shows it.

@@ -62,6 +62,10 @@ pub enum Metric {
     /// 1 when the driver's recovery action (field 230) is not `none`, 0
     /// when it is (absent when unsupported).
     RecoveryActionNeeded,
+    /// 1 when the PCIe link runs below its maximum width or generation
+    /// while the GPU is busy (utilization at least 50 %; idle GPUs
+    /// downshift on purpose), else 0.
+    PcieDegraded,
 }
 
 /// Every metric with its name in the condition syntax.
@@ -83,6 +87,7 @@ pub const METRICS: &[(Metric, &str)] = &[
     (Metric::PcieLinkWidth, "pcie_link_width"),
     (Metric::NvlinkDown, "nvlink_down"),
     (Metric::RecoveryActionNeeded, "recovery_action_needed"),
+    (Metric::PcieDegraded, "pcie_degraded"),
 ];
 
 impl Metric {

@@ -494,8 +494,18 @@ pub fn metric_value(gpu: &GpuSnapshot, metric: Metric) -> Option<f64> {
                 .recovery_action
                 .map(|action| if action == "none" { 0.0 } else { 1.0 })
         }
+        Metric::PcieDegraded => {
+            let identity = &gpu.identity;
+            let below = h.pcie_link_width? < identity.pcie_max_link_width?
+                || h.pcie_link_gen? < identity.pcie_max_link_gen?;
+            let busy = r.utilization_gpu_ratio? >= PCIE_BUSY;
+            Some(if below && busy { 1.0 } else { 0.0 })
+        }
     }
 }
+
+/// Utilization from which a GPU counts as busy for `pcie_degraded`.
+const PCIE_BUSY: f64 = 0.5;
 
 fn group(metric: Metric) -> FieldGroup {
     match metric {
@@ -513,7 +523,7 @@ fn group(metric: Metric) -> FieldGroup {
         | Metric::PerformanceState
         | Metric::NvlinkDown
         | Metric::RecoveryActionNeeded => FieldGroup::Device,
-        Metric::PcieLinkWidth => FieldGroup::Pcie,
+        Metric::PcieLinkWidth | Metric::PcieDegraded => FieldGroup::Pcie,
     }
 }
 
