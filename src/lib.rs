@@ -13,6 +13,8 @@
 //! - [`sampler`]: the thread that owns NVML, reads the GPUs on fast, slow and
 //!   process tiers, counts Xid events on a second thread, and publishes each
 //!   snapshot. A watchdog notices a hung driver.
+//! - [`health`]: the kernel-log reader (Xid with their text, SXid, the
+//!   backlog since boot) and NVIDIA's Xid catalog.
 //! - [`exporter`]: encodes the latest snapshot as Prometheus metrics.
 //! - [`history`]: the local SQLite history (writer task fed by the sampler's
 //!   queue, rollups, retention, queries for the API and CLI).
@@ -68,6 +70,7 @@ pub mod config;
 pub mod exporter;
 pub mod files;
 pub mod gpu;
+pub mod health;
 pub mod history;
 pub mod http;
 pub mod kubernetes;

@@ -120,6 +120,7 @@ pub fn render(snapshot: &Snapshot) -> String {
         );
         let _ = writeln!(out, "     {}", sharing_line(gpu));
         let _ = writeln!(out, "     {}", gpm_line(&gpu.gpm));
+        let _ = writeln!(out, "     health: {}", health_text(gpu));
         for allocation in gpu.pods.iter() {
             let instance = allocation
                 .gpu_instance_id
@@ -170,6 +171,20 @@ pub fn render(snapshot: &Snapshot) -> String {
                 extra.join("  ")
             );
         }
+    }
+    let missing = crate::rules::missing_from_driver(snapshot);
+    if let Some(on_bus) = &snapshot.collection.health.pci_gpus {
+        let _ = writeln!(
+            out,
+            "PCI bus: {} NVIDIA GPU{}{}",
+            on_bus.len(),
+            if on_bus.len() == 1 { "" } else { "s" },
+            if missing.is_empty() {
+                String::new()
+            } else {
+                format!("; missing from the driver: {}", missing.join(", "))
+            }
+        );
     }
     out
 }
@@ -292,5 +307,14 @@ fn truncate(text: &str, width: usize) -> String {
         let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
         cut.push('…');
         cut
+    }
+}
+
+/// The GPU's health verdict and its worst reason, for the status table.
+fn health_text(gpu: &crate::gpu::GpuSnapshot) -> String {
+    let v = crate::health::verdict::verdict(gpu, std::time::SystemTime::now());
+    match v.reasons.first() {
+        Some(reason) => format!("{} ({}; {})", v.state.as_str(), reason.text, reason.action),
+        None => v.state.as_str().to_string(),
     }
 }

@@ -40,16 +40,34 @@ fn scrape_golden() -> Metrics {
     // A stand-in kubelet gives MIG instance 2 (tritonserver's) to a pod.
     let socket = dir.path().join("kubelet.sock");
     let _kubelet = FakeKubelet::golden_triton(&socket);
+    // A kernel log the agent follows: one NVSwitch SXid line is appended
+    // once it reads the log.
+    let kmsg = dir.path().join("kmsg");
+    std::fs::write(&kmsg, "").expect("kmsg");
+    // A PCI tree with the scenario's GPUs (all listed by NVML) and an NVSwitch.
+    let pci = dir.path().join("pci");
+    for (address, class) in [
+        ("0000:07:00.0", "0x030200"),
+        ("0000:65:00.0", "0x030200"),
+        ("0000:05:00.0", "0x068000"),
+    ] {
+        std::fs::create_dir_all(pci.join(address)).expect("pci");
+        std::fs::write(pci.join(address).join("vendor"), "0x10de\n").expect("vendor");
+        std::fs::write(pci.join(address).join("class"), format!("{class}\n")).expect("class");
+    }
     std::fs::write(
         &config,
         format!(
             "[history]\nbatch_interval = \"1s\"\n[sampler]\nproc_root = {:?}\nprocess_top_n = 1\nprocess_command_line = true\n\
              [kubernetes]\npod_resources_socket = {:?}\n\
+             [health]\nkernel_log = {:?}\npci_devices = {:?}\n\
              [capacity]\nmemory_margin = \"1GiB\"\n\
              [[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n\
              [[profiles]]\nname = \"a100-big\"\nmemory = \"30GiB\"\nmodel = \"A100\"\n",
             proc_root.to_str().expect("utf-8 path"),
             socket.to_str().expect("utf-8 path"),
+            kmsg.to_str().expect("utf-8 path"),
+            pci.to_str().expect("utf-8 path"),
         ),
     )
     .expect("config");
@@ -58,6 +76,18 @@ fn scrape_golden() -> Metrics {
         &["--config", config.to_str().expect("utf-8 path")],
         &[("GPUWATCH_SIM_TIME", "10")],
     );
+    agent.wait_for("the kernel log opened", Duration::from_secs(20), |m| {
+        m.value("gpuwatch_kernel_log_up", &[]) == Some(1.0)
+    });
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&kmsg)
+        .expect("kmsg");
+    std::io::Write::write_all(
+        &mut log,
+        b"3,1005,9000000,-;nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 12 LTSSM Fault Up\n",
+    )
+    .expect("append to kmsg");
     agent.wait_for(
         "three samples, both Xid codes, the processes and a history commit",
         Duration::from_secs(20),
@@ -70,6 +100,8 @@ fn scrape_golden() -> Metrics {
                     .is_some_and(|v| v > 0.0)
                 && m.has("gpuwatch_gpu_pod_info")
                 && m.has("gpuwatch_gpm_mig_sm_active_ratio")
+                && m.has("gpuwatch_sxid_errors_total")
+                && m.has("gpuwatch_pci_gpus")
         },
     )
 }

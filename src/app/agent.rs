@@ -154,6 +154,7 @@ pub async fn run(
     };
     let sampler =
         Sampler::start(settings, driver, sinks).context("cannot start the sampler thread")?;
+    let _health = crate::health::start(&config.health, &sampler);
     let result = serve(
         config, security, &derived, &sampler, history, alerts, listener, shutdown,
     )

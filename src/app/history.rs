@@ -285,7 +285,15 @@ pub fn events(options: EventsOptions) -> anyhow::Result<()> {
             e.gpu.map_or_else(|| "-".into(), |g| g.to_string()),
             e.code.map_or_else(String::new, |c| c.to_string()),
             e.value.map_or_else(String::new, |v| v.to_string()),
-            e.detail.as_deref().unwrap_or("")
+            match (e.action, e.description) {
+                (Some(action), Some(description)) => format!(
+                    "{action}: {description}{}",
+                    e.detail
+                        .as_deref()
+                        .map_or_else(String::new, |d| format!(" ({d})"))
+                ),
+                _ => e.detail.clone().unwrap_or_default(),
+            }
         );
     }
     if events.is_empty() {

@@ -365,7 +365,8 @@ pub fn capacity(options: SourceOptions, profile: Option<&str>) -> anyhow::Result
 /// `gpuwatch status`: takes one sample and prints it.
 pub fn status(options: SourceOptions, json: bool) -> anyhow::Result<()> {
     let config = load_config(options.config.as_deref())?;
-    let snapshot = one_sample(&options, &config)?;
+    let mut snapshot = one_sample(&options, &config)?;
+    crate::health::count_pci_into(&config.health, &mut snapshot);
     if json {
         println!("{}", serde_json::to_string_pretty(&snapshot)?);
     } else {

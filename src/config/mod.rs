@@ -8,6 +8,7 @@
 
 mod capacity;
 mod email;
+mod health;
 mod history;
 mod kubernetes;
 mod log;
@@ -24,6 +25,7 @@ use std::path::Path;
 pub use crate::limits;
 pub use crate::limits::parse_size;
 pub use crate::problem::Problem;
+pub use health::HealthConfig;
 pub use history::HistoryConfig;
 pub use log::{check_filter, LogConfig, LogFormat};
 pub use sampler::SamplerConfig;
@@ -56,6 +58,8 @@ pub struct Config {
     /// `[kubernetes]`: where to ask the kubelet which pod holds which GPU;
     /// `None` when turned off.
     pub kubernetes: Option<crate::kubernetes::KubeletSettings>,
+    /// `[health]`: the kernel log and the PCI device tree.
+    pub health: HealthConfig,
 }
 
 impl Default for Config {
@@ -150,6 +154,7 @@ impl Config {
             raw.profiles.unwrap_or_default(),
         );
         let kubernetes = v.kubernetes(raw.kubernetes.unwrap_or_default());
+        let health = v.health(raw.health.unwrap_or_default());
         // One node-level rule per profile: it fits on no GPU of the node.
         match crate::rules::capacity::rules(&capacity, capacity.alert_for) {
             Ok(profile_rules) => rules.extend(profile_rules),
@@ -174,6 +179,7 @@ impl Config {
             receivers,
             capacity,
             kubernetes,
+            health,
         })
     }
 }

@@ -28,6 +28,18 @@ pub struct RawConfig {
     pub profiles: Option<Vec<Spanned<RawProfile>>>,
     /// `[kubernetes]`.
     pub kubernetes: Option<RawKubernetes>,
+    /// `[health]`.
+    pub health: Option<RawHealth>,
+}
+
+/// `[health]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHealth {
+    /// Kernel log to follow; "" turns it off.
+    pub kernel_log: Option<PathBuf>,
+    /// sysfs PCI device tree; "" turns the count off.
+    pub pci_devices: Option<PathBuf>,
 }
 
 /// `[kubernetes]`.

@@ -82,6 +82,10 @@ families! {
     remap_failure: gauge("remapped_rows_failure", "Whether a row remap has failed (1) or not (0).", None),
     xid: counter("xid_errors", "Xid critical errors reported by the driver since the agent started, by Xid code.", None),
     xid_last: gauge("xid_last_seen_timestamp", "When an Xid code was last reported.", unit("seconds")),
+    nvlink_up: gauge("nvlink_up", "Whether an NVLink link is active (1) or down (0), by link; absent without NVLink.", None),
+    nvlink_errors: counter("nvlink_errors", "NVLink errors since the driver loaded, by link and type (replay, recovery, crc_flit, crc_data).", None),
+    gpu_health: gauge("gpu_health", "The GPU's health verdict: one series per state (healthy, degraded, unhealthy), the current one at 1; reasons in /api/v1/health.", None),
+    recovery_action: gauge("recovery_action", "What the driver says the GPU needs (NVML field 230): one series at 1, action none, gpu_reset, node_reboot, drain_p2p or drain_and_reset; absent when unsupported.", None),
     encoder: gauge("encoder_utilization", "Video encoder utilization.", unit("ratio")),
     decoder: gauge("decoder_utilization", "Video decoder utilization.", unit("ratio")),
     compute_mode: gauge("compute_mode", "The GPU's compute mode (value 1), by mode.", None),
@@ -115,6 +119,30 @@ impl<'a> Families<'a> {
             let labels = with(id(), "xid", xid.code.to_string());
             self.xid.push(labels.clone(), xid.count as f64);
             self.xid_last.push(labels, unix_seconds_f64(xid.last_seen));
+        }
+        self.add_links(gpu);
+        let state = crate::health::verdict::verdict(gpu, std::time::SystemTime::now()).state;
+        for candidate in crate::health::verdict::State::ALL {
+            self.gpu_health.push(
+                with(id(), "state", candidate.as_str()),
+                flag(candidate == state),
+            );
+        }
+    }
+
+    fn add_links(&mut self, gpu: &'a GpuSnapshot) {
+        let id = || ids(gpu);
+        let links = &gpu.health.links;
+        for link in &links.nvlink {
+            let labels = with(id(), "link", link.link.to_string());
+            self.nvlink_up.push(labels.clone(), flag(link.up));
+            for (kind, count) in &link.errors {
+                self.nvlink_errors
+                    .push(with(labels.clone(), "type", *kind), *count as f64);
+            }
+        }
+        if let Some(action) = links.recovery_action {
+            self.recovery_action.push(with(id(), "action", action), 1.0);
         }
     }
 

@@ -115,7 +115,47 @@ pub fn encode(
         failed.push(vec![], kubelet.errors as f64);
         failed.encode(encoder)?;
     }
-    Ok(())
+    encode_health(snapshot, encoder)
+}
+
+/// The hardware-health readers' families: GPUs on the PCI bus, whether the
+/// kernel log can be read (absent when off) and the NVSwitch SXid counts.
+fn encode_health(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
+    let log = &snapshot.collection.health;
+    if let Some(on_bus) = &log.pci_gpus {
+        let mut pci = Family::gauge(
+            "pci_gpus",
+            "NVIDIA GPUs on the PCI bus (sysfs), whether the driver enumerated them or not; compare with gpuwatch_gpus.",
+            None,
+        );
+        pci.push(vec![], on_bus.len() as f64);
+        pci.encode(encoder)?;
+    }
+    let Some(readable) = log.kernel_log_up else {
+        return Ok(());
+    };
+    let mut up = Family::gauge(
+        "kernel_log_up",
+        "Whether the kernel log (Xid text, SXid, the backlog since boot) is being read (1) or cannot be (0: see the agent's log for what to grant); absent when [health] kernel_log is off.",
+        None,
+    );
+    up.push(vec![], if readable { 1.0 } else { 0.0 });
+    up.encode(encoder)?;
+    let mut sxid = Family::counter(
+        "sxid_errors",
+        "SXid errors the NVSwitch driver logged since the agent started, by switch (PCI address) and SXid code.",
+        None,
+    );
+    for count in log.sxid.iter() {
+        sxid.push(
+            vec![
+                ("switch", Cow::Borrowed(count.switch_pci.as_str())),
+                ("sxid", Cow::Owned(count.code.to_string())),
+            ],
+            count.count as f64,
+        );
+    }
+    sxid.encode(encoder)
 }
 
 /// How old `snapshot` is at `now`.

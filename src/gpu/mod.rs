@@ -2,6 +2,8 @@
 //! reason table, and the NVML adapter — the only code that calls NVML.
 
 pub mod gpm;
+pub mod links;
+pub mod node_health;
 pub mod nvml;
 pub mod reasons;
 pub mod snapshot;

@@ -62,6 +62,9 @@ pub struct CollectionStats {
     /// `{function, error, count}` (a JSON object's keys cannot be pairs).
     #[serde(serialize_with = "error_counts")]
     pub nvml_errors: Arc<BTreeMap<(String, String), u64>>,
+    /// What the hardware-health readers found: the kernel log, the PCI bus
+    /// (default where they do not run).
+    pub health: super::node_health::NodeHealth,
 }
 
 /// Whether a GPU answered on this tick.
@@ -227,6 +230,8 @@ pub struct SlowReadings {
     pub compute_mode: Option<&'static str>,
     /// Whether MIG mode is enabled.
     pub mig_enabled: Option<bool>,
+    /// NVLink links and the recovery action.
+    pub links: super::links::LinkHealth,
 }
 
 /// ECC error counts.
@@ -514,7 +519,10 @@ pub fn now_ms() -> i64 {
     unix_ms(SystemTime::now())
 }
 
-fn unix_seconds<S: serde::Serializer>(time: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn unix_seconds<S: serde::Serializer>(
+    time: &SystemTime,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.serialize_f64(unix_seconds_f64(*time))
 }
 

@@ -378,8 +378,24 @@ pub struct Event {
     pub code: Option<i64>,
     /// Xid count, or memory in MiB (peak, for process_stop).
     pub value: Option<i64>,
-    /// Process name, loss reason, driver version.
+    /// Process name, loss reason, driver version; for an Xid the driver's
+    /// pid, process name and text when the kernel log had them.
     pub detail: Option<String>,
+    /// For an Xid in NVIDIA's catalog: its immediate action (RESTART_APP,
+    /// RESET_GPU, ...). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<&'static str>,
+    /// For an Xid in NVIDIA's catalog: its description.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<&'static str>,
+}
+
+/// NVIDIA's catalog row of an Xid event's code.
+fn xid_info(kind: &str, code: Option<i64>) -> Option<&'static crate::health::catalog::XidInfo> {
+    if kind != "xid" {
+        return None;
+    }
+    crate::health::catalog::lookup(u64::try_from(code?).ok()?)
 }
 
 /// Events between `from_ms` and `to_ms`, oldest first, at most `limit`.
@@ -410,14 +426,19 @@ pub async fn events(
     .await?;
     rows.iter()
         .map(|r| {
+            let kind: String = r.try_get("kind")?;
+            let code: Option<i64> = r.try_get("code")?;
+            let info = xid_info(&kind, code);
             Ok(Event {
                 t: r.try_get::<i64, _>("ts")? as f64 / 1000.0,
-                kind: r.try_get("kind")?,
+                kind,
                 gpu: r.try_get("last_index")?,
                 uuid: r.try_get("uuid")?,
-                code: r.try_get("code")?,
+                code,
                 value: r.try_get("value")?,
                 detail: r.try_get("detail")?,
+                action: info.map(|i| i.action.as_str()),
+                description: info.map(|i| i.description),
             })
         })
         .collect::<Result<_, sqlx::Error>>()
@@ -427,6 +448,21 @@ pub async fn events(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xid_events_carry_the_catalogs_advice() {
+        let info = xid_info("xid", Some(13)).expect("in the catalog");
+        assert_eq!(info.action.as_str(), "RESTART_APP");
+        assert!(
+            xid_info("xid", Some(79)).is_none(),
+            "not read from the catalog yet"
+        );
+        assert!(
+            xid_info("process_start", Some(13)).is_none(),
+            "a pid, not an Xid"
+        );
+        assert!(xid_info("xid", Some(-1)).is_none());
+    }
 
     #[test]
     fn tiers_follow_range_and_step() {

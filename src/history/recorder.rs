@@ -159,6 +159,17 @@ pub struct Recorder {
     written_gpus: HashMap<i64, GpuRow>,
     batch: Batch,
     started: bool,
+    /// The last Xid occurrence turned into an event (see
+    /// [`NodeHealth::recent_xid`](crate::gpu::node_health::NodeHealth)).
+    xid_seq: u64,
+    /// Live Xid occurrences already written as their own event, per (GPU
+    /// id, code): the count-based event leaves them out.
+    xid_covered: HashMap<(i64, u64), u64>,
+    /// Xid events already in the database (GPU id, code, ms): a backlog
+    /// occurrence among them is not written again.
+    known_xid: Vec<(i64, u64, i64)>,
+    /// Occurrences waiting for the kernel log's details (GPU id, occurrence).
+    xid_held: Vec<(i64, crate::gpu::node_health::XidOccurrence)>,
 }
 
 impl Recorder {
@@ -183,7 +194,18 @@ impl Recorder {
             written_gpus: HashMap::new(),
             batch: Batch::default(),
             started: false,
+            xid_seq: 0,
+            xid_covered: HashMap::new(),
+            known_xid: Vec::new(),
+            xid_held: Vec::new(),
         }
+    }
+
+    /// The Xid events the database already holds (GPU id, code, ms), so
+    /// that the kernel log's backlog is not written twice.
+    pub fn with_known_xid(mut self, known: Vec<(i64, u64, i64)>) -> Self {
+        self.known_xid = known;
+        self
     }
 
     /// Records one snapshot.
@@ -200,26 +222,29 @@ impl Recorder {
                 detail: snapshot.system.driver_version.clone(),
             });
         }
+        self.xid_occurrences(snapshot);
         for gpu in &snapshot.gpus {
             self.record_gpu(ts, gpu);
         }
     }
 
-    fn record_gpu(&mut self, ts: i64, gpu: &GpuSnapshot) {
-        let key = if gpu.uuid.is_empty() {
-            format!("index-{}", gpu.index)
-        } else {
-            gpu.uuid.clone()
-        };
-        let id = match self.ids.get(&key) {
+    /// The history id of `gpu`, assigned on first sight.
+    fn id_for(&mut self, gpu: &GpuSnapshot) -> i64 {
+        let key = gpu_key(gpu);
+        match self.ids.get(&key) {
             Some(id) => *id,
             None => {
                 let id = self.next_id;
                 self.next_id += 1;
-                self.ids.insert(key.clone(), id);
+                self.ids.insert(key, id);
                 id
             }
-        };
+        }
+    }
+
+    fn record_gpu(&mut self, ts: i64, gpu: &GpuSnapshot) {
+        let id = self.id_for(gpu);
+        let key = gpu_key(gpu);
         // The GPU row is written when it is new or changed, and its
         // last-seen time refreshed once a minute: rewriting it on every
         // commit would cost a page in the WAL each time.
@@ -328,13 +353,19 @@ impl Recorder {
         seen.up = Some(up);
         for xid in snapshot.xid_errors.iter() {
             let before = seen.xid.insert(xid.code, xid.count).unwrap_or(0);
-            if xid.count > before {
+            let mut new = xid.count.saturating_sub(before);
+            // Occurrences written as their own event are not counted twice.
+            if let Some(covered) = self.xid_covered.get_mut(&(gpu, xid.code)) {
+                let taken = new.min(*covered);
+                (new, *covered) = (new - taken, *covered - taken);
+            }
+            if new > 0 {
                 self.batch.events.push(EventRow {
                     ts,
                     gpu: Some(gpu),
                     kind: "xid",
                     code: Some(xid.code as i64),
-                    value: Some((xid.count - before) as i64),
+                    value: Some(new as i64),
                     detail: None,
                 });
             }
@@ -395,6 +426,7 @@ impl Recorder {
     /// (at shutdown). Rollup rows merge in the database, so continuing the
     /// same minute after a restart adds to it rather than replacing it.
     pub fn take_final_batch(&mut self) -> Batch {
+        self.flush_xid();
         self.batch
             .counters
             .extend(self.counters.iter().map(|(k, v)| (*k, *v)));
@@ -451,3 +483,13 @@ fn start_detail(p: &crate::gpu::GpuProcess, first_look: bool) -> String {
 
 #[cfg(test)]
 mod tests;
+mod xid;
+
+/// The history key of a GPU: its UUID, or `index-N` when NVML gave none.
+fn gpu_key(gpu: &GpuSnapshot) -> String {
+    if gpu.uuid.is_empty() {
+        format!("index-{}", gpu.index)
+    } else {
+        gpu.uuid.clone()
+    }
+}

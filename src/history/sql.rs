@@ -204,6 +204,26 @@ fn add_rollup(args: &mut SqliteArguments, r: &RollupRow) -> Result<(), sqlx::err
     Ok(())
 }
 
+/// The Xid events stored since `since_ms` (GPU id, code, ms): what the
+/// kernel log's backlog may repeat.
+pub async fn load_known_xid(
+    pool: &SqlitePool,
+    since_ms: i64,
+) -> Result<Vec<(i64, u64, i64)>, sqlx::Error> {
+    sqlx::query(
+        "SELECT gpu, code, ts FROM event WHERE kind = 'xid' AND gpu IS NOT NULL AND code IS NOT NULL AND ts >= ?",
+    )
+    .bind(since_ms)
+    .fetch_all(pool)
+    .await?
+    .iter()
+    .map(|r| {
+        let code: i64 = r.try_get("code")?;
+        Ok((r.try_get("gpu")?, code.max(0) as u64, r.try_get("ts")?))
+    })
+    .collect()
+}
+
 /// The GPUs (id, uuid) and counter states already stored.
 pub async fn load_state(
     pool: &SqlitePool,

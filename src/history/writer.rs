@@ -89,8 +89,17 @@ pub async fn run(
             return;
         }
     };
+    // The kernel log replays what it logged since boot: the Xid events
+    // stored since then are not written again.
+    let boot_ms = (crate::gpu::unix_seconds_f64(crate::health::boot_time()) * 1000.0) as i64;
+    let known_xid = sql::load_known_xid(&store.pool, boot_ms - 60_000)
+        .await
+        .unwrap_or_else(|e| {
+            warn!(error = %e, "Cannot read the stored Xid events; Xid errors logged before the agent started may be recorded twice.");
+            Vec::new()
+        });
     let mut writer = Writer {
-        recorder: Recorder::new(gpus, counters),
+        recorder: Recorder::new(gpus, counters).with_known_xid(known_xid),
         pending: Batch::default(),
         store,
         settings,

@@ -18,6 +18,7 @@ mod alerts_api;
 pub mod auth;
 mod connection;
 mod gpus;
+mod health_api;
 mod history_api;
 mod params;
 pub mod pending;

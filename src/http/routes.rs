@@ -47,6 +47,7 @@ pub async fn handle(
         "/api/v1/alerts" => alerts_api::alerts(state),
         "/api/v1/alerts/history" => alerts_api::history(state, request.uri().query()).await,
         "/api/v1/gpus" => json_value(&gpus::document(state)),
+        "/api/v1/health" => json_value(&super::health_api::document(state)),
         "/" => web::index(request),
         path => match path.strip_prefix("/assets/") {
             Some(name) => web::asset(name, request),

@@ -150,6 +150,9 @@ pub fn related(condition: &Condition) -> Option<Related> {
             Metric::PcieLinkWidth => r("pcie_width", "PCIe link width", Limit::None),
             Metric::SmActive => r("sm_active", "SM active (GPM)", Limit::None),
             Metric::ProcessMemoryBytes => r("memory_used", "Memory used", Limit::MemoryTotal),
+            // No history series to chart.
+            Metric::NvlinkDown | Metric::RecoveryActionNeeded => None,
+            Metric::PcieDegraded => r("pcie_width", "PCIe link width", Limit::None),
         },
         Condition::ClockEvent { mask } => {
             let any = |names: &[&str]| {
@@ -366,6 +369,11 @@ mod tests {
                 op: crate::rules::Op::Gt,
                 threshold: 1.0,
             };
+            // Link state and the recovery action have no history series.
+            if matches!(condition, Metric::NvlinkDown | Metric::RecoveryActionNeeded) {
+                assert!(related(&c).is_none());
+                continue;
+            }
             let metric = related(&c).unwrap().metric;
             assert!(catalog::field(metric).is_some(), "{metric}");
         }

@@ -30,6 +30,20 @@ pub const XID_CONTAINED: &[u64] = &[94];
 /// One GiB.
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// Adds NVIDIA's catalog advice for the Xid code to an Xid rule's
+/// annotations: `action` (the immediate action) and `xid_description`.
+fn with_xid_catalog(mut rule: Rule) -> Rule {
+    for (key, text) in [
+        ("action", "{{ .xid_action }}"),
+        ("xid_description", "{{ .xid_description }}"),
+    ] {
+        if let Ok(template) = Template::parse(text) {
+            rule.annotations.insert(key.to_string(), template);
+        }
+    }
+    rule
+}
+
 fn rule(
     name: &str,
     condition: Condition,
@@ -144,7 +158,7 @@ pub fn builtin_rules() -> Vec<Rule> {
         ),
         // An Xid is an event: fire at once and stay firing for 30 minutes so
         // that it is seen and not resolved at the next sample.
-        Rule {
+        with_xid_catalog(Rule {
             keep_firing_for: half_hour,
             ..rule(
                 "GpuXidFatal",
@@ -156,8 +170,8 @@ pub fn builtin_rules() -> Vec<Rule> {
                 "Fatal Xid {{ .value }} on GPU {{ .gpu }} of {{ .host }}",
                 "The driver reported Xid {{ .value }} on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }}. This Xid usually requires a GPU reset or a node reboot; drain the node.",
             )
-        },
-        Rule {
+        }),
+        with_xid_catalog(Rule {
             keep_firing_for: half_hour,
             ..rule(
                 "GpuXidContained",
@@ -169,7 +183,7 @@ pub fn builtin_rules() -> Vec<Rule> {
                 "Contained ECC error (Xid {{ .value }}) on GPU {{ .gpu }} of {{ .host }}",
                 "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid {{ .value }}: an uncorrectable ECC error was contained to the application that hit it. Restart the affected job and reset the GPU when convenient.",
             )
-        },
+        }),
         // Any uncorrectable ECC error corrupts data: at once, and kept for
         // 30 minutes like an Xid (it is an event too).
         Rule {
@@ -269,6 +283,60 @@ pub fn builtin_rules() -> Vec<Rule> {
             Severity::Warning,
             "gpuwatch on {{ .host }} has no fresh sample",
             "The latest snapshot on {{ .host }} is {{ .value }} s old (limit {{ .threshold }} s): NVML is failing or a driver call hung.",
+        ),
+        // An NVLink link that is down cuts the GPU's bandwidth to its peers
+        // (and, on NVSwitch systems, can stop multi-GPU jobs): at once.
+        rule(
+            "GpuNvlinkDown",
+            Condition::Compare {
+                metric: Metric::NvlinkDown,
+                op: Op::Gt,
+                threshold: 0.0,
+            },
+            0,
+            Severity::Critical,
+            "{{ .value }} NVLink link(s) of GPU {{ .gpu }} on {{ .host }} are down",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has {{ .value }} NVLink link(s) down (gpuwatch_nvlink_up). Multi-GPU jobs lose bandwidth or fail; follow NVIDIA's NVLink workflow (reset the GPU, then check the links and switches).",
+        ),
+        // The driver itself says what the GPU needs (field 230).
+        rule(
+            "GpuRecoveryActionRequired",
+            Condition::Compare {
+                metric: Metric::RecoveryActionNeeded,
+                op: Op::Gt,
+                threshold: 0.0,
+            },
+            0,
+            Severity::Critical,
+            "GPU {{ .gpu }} on {{ .host }} needs a recovery action",
+            "The driver reports a recovery action for GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} (gpuwatch_recovery_action: gpu_reset, node_reboot, drain_p2p or drain_and_reset). Drain it and do what it asks.",
+        ),
+        // A busy GPU on a narrower or slower PCIe link than it supports
+        // (a bad riser, slot or retimer): transfers slow down. Idle GPUs
+        // downshift on purpose, so only busy ones count; the hold skips
+        // the moments a link retrains.
+        rule(
+            "GpuPcieDegraded",
+            Condition::Compare {
+                metric: Metric::PcieDegraded,
+                op: Op::Gt,
+                threshold: 0.0,
+            },
+            300,
+            Severity::Warning,
+            "PCIe link of GPU {{ .gpu }} on {{ .host }} is degraded",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has been busy on a PCIe link below its maximum width or generation for {{ .for }} (gpuwatch_pcie_link_width vs gpuwatch_pcie_link_max_width, generation likewise). Reseat the GPU or check its riser and slot.",
+        ),
+        // A GPU on the PCI bus that the driver never enumerated (fell off
+        // the bus before it loaded, failed to initialise): NVML just counts
+        // one GPU fewer, so only the bus shows it.
+        rule(
+            "GpuMissingFromDriver",
+            Condition::GpusMissingFromDriver,
+            0,
+            Severity::Critical,
+            "{{ .value }} GPU(s) on the PCI bus of {{ .host }} are missing from the driver",
+            "NVIDIA GPUs at {{ .missing_pci }} sit on the PCI bus of {{ .host }} but NVML does not list them: they fell off the bus or failed to initialise. Check `dmesg` for the Xid that took them off the bus (`gpuwatch events`); they usually need a node reboot, else a reseat or replacement.",
         ),
     ]
 }

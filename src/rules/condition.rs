@@ -8,6 +8,7 @@
 //! xid(48, 79)                           one of these Xid codes seen since the last evaluation
 //! increase(ecc_uncorrected)             a counter grew since the last evaluation
 //! remap_failure | remap_pending | retired_pages_pending | gpu_lost
+//! gpus_missing_from_driver              (node) NVIDIA GPUs on the PCI bus that NVML does not list
 //! absent(power)                         a reading this GPU gives is missing
 //! stale(30s)                            the snapshot is older than this (node-level)
 //! temperature_anomaly(8)                above its own baseline at this load (see anomaly)
@@ -60,6 +61,15 @@ pub enum Metric {
     SmActive,
     /// Memory used by the GPU's processes together, bytes.
     ProcessMemoryBytes,
+    /// NVLink links that are down (absent without NVLink).
+    NvlinkDown,
+    /// 1 when the driver's recovery action (field 230) is not `none`, 0
+    /// when it is (absent when unsupported).
+    RecoveryActionNeeded,
+    /// 1 when the PCIe link runs below its maximum width or generation
+    /// while the GPU is busy (utilization at least 50 %; idle GPUs
+    /// downshift on purpose), else 0.
+    PcieDegraded,
 }
 
 /// Every metric with its name in the condition syntax.
@@ -81,6 +91,9 @@ pub const METRICS: &[(Metric, &str)] = &[
     (Metric::PcieLinkWidth, "pcie_link_width"),
     (Metric::SmActive, "sm_active"),
     (Metric::ProcessMemoryBytes, "process_memory_bytes"),
+    (Metric::NvlinkDown, "nvlink_down"),
+    (Metric::RecoveryActionNeeded, "recovery_action_needed"),
+    (Metric::PcieDegraded, "pcie_degraded"),
 ];
 
 impl Metric {
@@ -299,6 +312,9 @@ pub enum Condition {
         /// Memory kept free on each GPU, bytes.
         margin: u64,
     },
+    /// NVIDIA GPUs sit on the PCI bus that NVML does not list (node-level;
+    /// the value is how many, see [`crate::health::pci_scan`]).
+    GpusMissingFromDriver,
     /// Any of these (GPU-level) conditions.
     Any(Vec<Condition>),
     /// All of these (GPU-level) conditions; the value and threshold shown
@@ -311,7 +327,9 @@ impl Condition {
     pub fn is_node_level(&self) -> bool {
         matches!(
             self,
-            Condition::Stale { .. } | Condition::FitsNowhere { .. }
+            Condition::Stale { .. }
+                | Condition::FitsNowhere { .. }
+                | Condition::GpusMissingFromDriver
         )
     }
 
@@ -390,6 +408,7 @@ fn parse_one(text: &str) -> Result<Condition, String> {
     let words: Vec<&str> = text.split_whitespace().collect();
     match words.as_slice() {
         ["gpu_lost"] => Ok(Condition::GpuLost),
+        ["gpus_missing_from_driver"] => Ok(Condition::GpusMissingFromDriver),
         [flag] => FLAGS
             .iter()
             .find(|(_, name)| name == flag)
@@ -544,6 +563,7 @@ impl fmt::Display for Condition {
                 write!(f, "clock_event({})", names.join(", "))
             }
             Condition::GpuLost => f.write_str("gpu_lost"),
+            Condition::GpusMissingFromDriver => f.write_str("gpus_missing_from_driver"),
             Condition::Xid { codes } => {
                 let codes: Vec<String> = codes.iter().map(u64::to_string).collect();
                 write!(f, "xid({})", codes.join(", "))

@@ -362,6 +362,10 @@ fn annotations(
     snapshot: &Snapshot,
     value: Option<f64>,
 ) -> BTreeMap<String, String> {
+    let missing = match rule.condition {
+        Condition::GpusMissingFromDriver => Some(missing_from_driver(snapshot).join(", ")),
+        _ => None,
+    };
     let context = Context {
         value,
         gpu: gpu.map(|g| g.index),
@@ -370,6 +374,7 @@ fn annotations(
         host: &snapshot.hostname,
         threshold: rule.condition.threshold(),
         hold: rule.for_,
+        missing_pci: missing.as_deref(),
     };
     rule.annotations
         .iter()
@@ -503,8 +508,24 @@ pub fn metric_value(gpu: &GpuSnapshot, metric: Metric) -> Option<f64> {
                 .filter_map(|p| p.used_memory_bytes)
                 .sum::<u64>() as f64
         }),
+        Metric::NvlinkDown => (!h.links.nvlink.is_empty()).then(|| h.links.links_down() as f64),
+        Metric::RecoveryActionNeeded => {
+            h.links
+                .recovery_action
+                .map(|action| if action == "none" { 0.0 } else { 1.0 })
+        }
+        Metric::PcieDegraded => {
+            let identity = &gpu.identity;
+            let below = h.pcie_link_width? < identity.pcie_max_link_width?
+                || h.pcie_link_gen? < identity.pcie_max_link_gen?;
+            let busy = r.utilization_gpu_ratio? >= PCIE_BUSY;
+            Some(if below && busy { 1.0 } else { 0.0 })
+        }
     }
 }
+
+/// Utilization from which a GPU counts as busy for `pcie_degraded`.
+const PCIE_BUSY: f64 = 0.5;
 
 fn group(metric: Metric) -> FieldGroup {
     match metric {
@@ -518,8 +539,11 @@ fn group(metric: Metric) -> FieldGroup {
         Metric::Power | Metric::PowerLimitRatio => FieldGroup::Power,
         Metric::UtilizationGpu | Metric::UtilizationMemory => FieldGroup::Utilization,
         Metric::SmClock => FieldGroup::Clocks,
-        Metric::FanSpeed | Metric::PerformanceState => FieldGroup::Device,
-        Metric::PcieLinkWidth => FieldGroup::Pcie,
+        Metric::FanSpeed
+        | Metric::PerformanceState
+        | Metric::NvlinkDown
+        | Metric::RecoveryActionNeeded => FieldGroup::Device,
+        Metric::PcieLinkWidth | Metric::PcieDegraded => FieldGroup::Pcie,
         Metric::SmActive => FieldGroup::Gpm,
         Metric::ProcessMemoryBytes => FieldGroup::Processes,
     }
@@ -574,7 +598,9 @@ fn check(
                     || gpu.groups.get(&group(*metric)) == Some(&false));
             (missing, None)
         }
-        Condition::Stale { .. } | Condition::FitsNowhere { .. } => (false, None),
+        Condition::Stale { .. }
+        | Condition::FitsNowhere { .. }
+        | Condition::GpusMissingFromDriver => (false, None),
         Condition::TemperatureAnomaly { margin } => match changes.anomaly {
             Some(score) => (score.is_anomalous(*margin), Some(score.above_mean)),
             None => (false, None),
@@ -605,6 +631,16 @@ fn check(
     }
 }
 
+/// The PCI addresses of the NVIDIA GPUs on the bus that NVML does not list.
+pub fn missing_from_driver(snapshot: &Snapshot) -> Vec<String> {
+    snapshot.collection.health.missing_from_driver(
+        snapshot
+            .gpus
+            .iter()
+            .filter_map(|g| g.identity.pci_bus_id.as_deref()),
+    )
+}
+
 /// A node-level condition.
 fn node_check(condition: &Condition, snapshot: &Snapshot, now: SystemTime) -> (bool, Option<f64>) {
     match condition {
@@ -617,6 +653,10 @@ fn node_check(condition: &Condition, snapshot: &Snapshot, now: SystemTime) -> (b
         Condition::FitsNowhere { profile, margin } => {
             let total = crate::capacity::node_total(snapshot, profile, *margin);
             (total == 0, Some(total as f64))
+        }
+        Condition::GpusMissingFromDriver => {
+            let missing = missing_from_driver(snapshot).len();
+            (missing > 0, Some(missing as f64))
         }
         _ => (false, None),
     }

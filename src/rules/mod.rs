@@ -22,7 +22,7 @@ pub mod template;
 
 pub use builtin::builtin_rules;
 pub use condition::{Condition, Counter, Flag, Metric, Op};
-pub use eval::{evaluate, metric_value, Alert, EvalState, GpuMemory};
+pub use eval::{evaluate, metric_value, missing_from_driver, Alert, EvalState, GpuMemory};
 pub use parse::{parse_rules, rules_from_raw, RawRule, RawRules};
 pub use rule::{fingerprint, gpu_id, AlertKey, AlertState, Rule, Severity, Target, Transition};
 pub use template::{Context, Template, TemplateError};

@@ -26,6 +26,12 @@ pub enum Placeholder {
     Threshold,
     /// How long the condition must hold (the rule's `for`).
     For,
+    /// NVIDIA's immediate action for the Xid code in the value (catalog).
+    XidAction,
+    /// NVIDIA's description of the Xid code in the value (catalog).
+    XidDescription,
+    /// The PCI addresses of GPUs on the bus that NVML does not list.
+    MissingPci,
 }
 
 const PLACEHOLDERS: &[(Placeholder, &str)] = &[
@@ -36,6 +42,9 @@ const PLACEHOLDERS: &[(Placeholder, &str)] = &[
     (Placeholder::Host, "host"),
     (Placeholder::Threshold, "threshold"),
     (Placeholder::For, "for"),
+    (Placeholder::XidAction, "xid_action"),
+    (Placeholder::XidDescription, "xid_description"),
+    (Placeholder::MissingPci, "missing_pci"),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +77,8 @@ pub struct Context<'a> {
     pub threshold: Option<f64>,
     /// The rule's hold (`for`).
     pub hold: Duration,
+    /// PCI addresses of GPUs NVML does not list (`GpusMissingFromDriver`).
+    pub missing_pci: Option<&'a str>,
 }
 
 /// Why an annotation template does not parse.
@@ -77,7 +88,7 @@ pub enum TemplateError {
     #[error("\"{{{{\" is not closed by \"}}}}\"")]
     Unclosed,
     /// `{{ x }}` names no placeholder.
-    #[error("\"{{{{ {0} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}}, {{{{ .threshold }}}} or {{{{ .for }}}}")]
+    #[error("\"{{{{ {0} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}}, {{{{ .threshold }}}}, {{{{ .for }}}}, {{{{ .xid_action }}}}, {{{{ .xid_description }}}} or {{{{ .missing_pci }}}}")]
     UnknownPlaceholder(String),
 }
 
@@ -135,11 +146,28 @@ impl Template {
                         Placeholder::Name => write!(out, "{}", context.name.unwrap_or("n/a")),
                         Placeholder::Host => write!(out, "{}", context.host),
                         Placeholder::For => write!(out, "{}", duration(context.hold)),
+                        Placeholder::XidAction => write!(out, "{}", xid_catalog(context.value).0),
+                        Placeholder::XidDescription => {
+                            write!(out, "{}", xid_catalog(context.value).1)
+                        }
+                        Placeholder::MissingPci => {
+                            write!(out, "{}", context.missing_pci.unwrap_or("n/a"))
+                        }
                     };
                 }
             }
         }
         out
+    }
+}
+
+/// NVIDIA's (action, description) of the Xid code in `value`.
+fn xid_catalog(value: Option<f64>) -> (&'static str, &'static str) {
+    const UNKNOWN: (&str, &str) = ("n/a", "not in gpuwatch's embedded Xid catalog yet");
+    match value.filter(|v| v.is_finite() && *v >= 0.0) {
+        Some(code) => crate::health::catalog::lookup(code as u64)
+            .map_or(UNKNOWN, |info| (info.action.as_str(), info.description)),
+        None => UNKNOWN,
     }
 }
 

@@ -128,6 +128,7 @@ impl Progress {
 /// A running sampler thread.
 pub struct Sampler {
     snapshots: SnapshotReceiver,
+    xid: XidTable,
     progress: Arc<Progress>,
     stop: mpsc::Sender<()>,
     thread: Option<JoinHandle<()>>,
@@ -146,13 +147,23 @@ impl Sampler {
         let progress = Arc::new(Progress::default());
         let (stop, stop_rx) = mpsc::channel();
         let thread_progress = progress.clone();
+        let xid = XidTable::default();
+        let table = xid.clone();
         let thread = std::thread::Builder::new()
             .name("gpuwatch-sampler".into())
             .spawn(move || {
-                run(settings, driver, &sender, &thread_progress, &stop_rx);
+                run(
+                    settings,
+                    driver,
+                    &table,
+                    &sender,
+                    &thread_progress,
+                    &stop_rx,
+                );
             })?;
         Ok(Sampler {
             snapshots,
+            xid,
             progress,
             stop,
             thread: Some(thread),
@@ -162,6 +173,12 @@ impl Sampler {
     /// A receiver of the latest snapshot.
     pub fn snapshots(&self) -> SnapshotReceiver {
         self.snapshots.clone()
+    }
+
+    /// The Xid table the sampler reads each tick: the kernel-log reader
+    /// writes into it too.
+    pub fn xid_table(&self) -> XidTable {
+        self.xid.clone()
     }
 
     /// The tick progress, for the watchdog.
@@ -195,11 +212,11 @@ enum SessionEnd {
 fn run(
     settings: SamplerSettings,
     driver: Driver,
+    table: &XidTable,
     sender: &Outputs,
     progress: &Progress,
     stop: &mpsc::Receiver<()>,
 ) {
-    let table = XidTable::default();
     let mut driver = Some(Arc::new(driver));
     let mut backoff = settings.interval.max(Duration::from_secs(1));
     loop {
@@ -221,7 +238,7 @@ fn run(
                 }
             },
         };
-        match session(&settings, &current, &table, sender, progress, stop) {
+        match session(&settings, &current, table, sender, progress, stop) {
             SessionEnd::Stop => return,
             SessionEnd::Restart(reason) => {
                 error!(reason = %reason, "NVML stopped working; re-initialising it.");

@@ -349,6 +349,7 @@ impl<'d> NodeReader<'d> {
                 sample_duration: started.elapsed(),
                 ticks: self.ticks,
                 nvml_errors: Arc::new(self.tally.errors.clone()),
+                health: xid.map(XidTable::node_health).unwrap_or_default(),
             },
             kubelet: self.pods.as_ref().and_then(|p| p.status),
         }

@@ -1,7 +1,7 @@
 //! Xid critical errors: a dedicated thread waits on an NVML event set and
 //! counts each (GPU, Xid code) with the time it was last seen.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -9,21 +9,51 @@ use std::time::{Duration, SystemTime};
 
 use tracing::{info, warn};
 
+use crate::gpu::node_health::{NodeHealth, SxidCount, XidOccurrence, XidSource};
 use crate::gpu::nvml::{Driver, XidWait};
 use crate::gpu::XidCount;
 
-/// Xid counts per GPU index, shared between the event thread (writer) and
-/// the sampler (reader). A plain mutex: both sides hold it for microseconds.
-#[derive(Debug, Clone, Default)]
-pub struct XidTable {
-    inner: Arc<Mutex<HashMap<u32, BTreeMap<u64, XidCount>>>>,
+/// How many recent Xid occurrences the table keeps for consumers (history
+/// events, the event list): far more than arrive between two snapshots.
+pub const RECENT_XID: usize = 256;
+/// An NVML event and a kernel-log line of the same (GPU, code) this close in
+/// time are one error, counted once.
+pub const DEDUP_WINDOW: Duration = Duration::from_secs(10);
+
+/// An Xid the kernel log reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelXid {
+    /// NVML index of the GPU.
+    pub gpu: u32,
+    /// The Xid code.
+    pub code: u64,
+    /// When it was logged.
+    pub at: SystemTime,
+    /// Channel owner's pid, where the driver said.
+    pub pid: Option<u32>,
+    /// Its name, where the driver said.
+    pub process: Option<String>,
+    /// The driver's text.
+    pub text: String,
+    /// Logged before the agent started.
+    pub backlog: bool,
 }
 
-impl XidTable {
-    /// Records one event.
-    pub fn record(&self, gpu: u32, code: u64, at: SystemTime) {
-        let mut table = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let entry = table
+#[derive(Debug, Default)]
+struct State {
+    counts: HashMap<u32, BTreeMap<u64, XidCount>>,
+    /// Recent occurrences, and whether the other source has confirmed each.
+    recent: VecDeque<(XidOccurrence, bool)>,
+    next_seq: u64,
+    kernel_log_up: Option<bool>,
+    pci_gpus: Option<Arc<Vec<String>>>,
+    sxid: BTreeMap<(String, u64), SxidCount>,
+}
+
+impl State {
+    fn count(&mut self, gpu: u32, code: u64, at: SystemTime) {
+        let entry = self
+            .counts
             .entry(gpu)
             .or_default()
             .entry(code)
@@ -33,16 +63,160 @@ impl XidTable {
                 last_seen: at,
             });
         entry.count += 1;
-        entry.last_seen = at;
+        entry.last_seen = entry.last_seen.max(at);
+    }
+
+    fn push(&mut self, occurrence: XidOccurrence) {
+        if self.recent.len() >= RECENT_XID {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((occurrence, false));
+    }
+
+    fn seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// The unconfirmed live occurrence of (gpu, code) from the other source
+    /// within the window of `at`.
+    fn partner(
+        &mut self,
+        from: XidSource,
+        gpu: u32,
+        code: u64,
+        at: SystemTime,
+    ) -> Option<&mut (XidOccurrence, bool)> {
+        self.recent.iter_mut().rev().find(|(o, confirmed)| {
+            !confirmed
+                && !o.backlog
+                && o.source != from
+                && o.gpu == gpu
+                && o.code == code
+                && distance(o.at, at) <= DEDUP_WINDOW
+        })
+    }
+}
+
+fn distance(a: SystemTime, b: SystemTime) -> Duration {
+    a.duration_since(b)
+        .or_else(|_| b.duration_since(a))
+        .unwrap_or_default()
+}
+
+/// Xid counts per GPU index, the recent occurrences, and what the kernel-log
+/// reader found, shared between the event thread and the kernel-log reader
+/// (writers) and the sampler (reader). A plain mutex: every side holds it
+/// for microseconds.
+#[derive(Debug, Clone, Default)]
+pub struct XidTable {
+    inner: Arc<Mutex<State>>,
+}
+
+impl XidTable {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records one NVML event: counted unless the kernel log already
+    /// reported the same error.
+    pub fn record(&self, gpu: u32, code: u64, at: SystemTime) {
+        let mut state = self.state();
+        if let Some((_, confirmed)) = state.partner(XidSource::Nvml, gpu, code, at) {
+            *confirmed = true;
+            return;
+        }
+        state.count(gpu, code, at);
+        let seq = state.seq();
+        state.push(XidOccurrence {
+            seq,
+            gpu,
+            code,
+            at,
+            source: XidSource::Nvml,
+            pid: None,
+            process: None,
+            text: None,
+            backlog: false,
+        });
+    }
+
+    /// Records one kernel-log Xid. A live one is counted unless NVML
+    /// already reported the same error (then it only adds its details); a
+    /// backlog one is kept for history only.
+    pub fn record_kernel(&self, xid: KernelXid) {
+        let mut state = self.state();
+        if !xid.backlog {
+            if let Some((occurrence, confirmed)) =
+                state.partner(XidSource::KernelLog, xid.gpu, xid.code, xid.at)
+            {
+                *confirmed = true;
+                occurrence.pid = xid.pid;
+                occurrence.process = xid.process;
+                occurrence.text = Some(xid.text);
+                return;
+            }
+            state.count(xid.gpu, xid.code, xid.at);
+        }
+        let seq = state.seq();
+        state.push(XidOccurrence {
+            seq,
+            gpu: xid.gpu,
+            code: xid.code,
+            at: xid.at,
+            source: XidSource::KernelLog,
+            pid: xid.pid,
+            process: xid.process,
+            text: Some(xid.text),
+            backlog: xid.backlog,
+        });
+    }
+
+    /// Counts one SXid of the NVSwitch at `switch_pci` (live ones only).
+    pub fn record_sxid(&self, switch_pci: String, code: u64, at: SystemTime) {
+        let mut state = self.state();
+        let entry = state
+            .sxid
+            .entry((switch_pci.clone(), code))
+            .or_insert(SxidCount {
+                switch_pci,
+                code,
+                count: 0,
+                last_seen: at,
+            });
+        entry.count += 1;
+        entry.last_seen = entry.last_seen.max(at);
+    }
+
+    /// Sets the NVIDIA GPUs found on the PCI bus (`None`: not counted).
+    pub fn set_pci_gpus(&self, gpus: Option<Vec<String>>) {
+        self.state().pci_gpus = gpus.map(Arc::new);
+    }
+
+    /// Sets whether the kernel log is being read (`None`: off).
+    pub fn set_kernel_log_up(&self, up: Option<bool>) {
+        self.state().kernel_log_up = up;
     }
 
     /// A copy of the counts, per GPU, codes ascending.
     pub fn counts(&self) -> HashMap<u32, Vec<XidCount>> {
-        let table = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        table
+        let state = self.state();
+        state
+            .counts
             .iter()
             .map(|(gpu, codes)| (*gpu, codes.values().cloned().collect()))
             .collect()
+    }
+
+    /// What the health readers found, for the snapshot.
+    pub fn node_health(&self) -> NodeHealth {
+        let state = self.state();
+        NodeHealth {
+            kernel_log_up: state.kernel_log_up,
+            pci_gpus: state.pci_gpus.clone(),
+            sxid: Arc::new(state.sxid.values().cloned().collect()),
+            recent_xid: Arc::new(state.recent.iter().map(|(o, _)| o.clone()).collect()),
+        }
     }
 }
 
@@ -142,5 +316,117 @@ mod tests {
             (79, 2, t1)
         );
         assert_eq!(counts[&2][0].code, 94);
+    }
+
+    fn kernel(gpu: u32, code: u64, at: SystemTime, backlog: bool) -> KernelXid {
+        KernelXid {
+            gpu,
+            code,
+            at,
+            pid: Some(1234),
+            process: Some("python3".into()),
+            text: "GPU has fallen off the bus.".into(),
+            backlog,
+        }
+    }
+
+    fn count(table: &XidTable, gpu: u32, code: u64) -> u64 {
+        table
+            .counts()
+            .get(&gpu)
+            .and_then(|c| c.iter().find(|x| x.code == code).map(|x| x.count))
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn one_error_seen_by_both_sources_counts_once_either_order() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let table = XidTable::default();
+        table.record(0, 79, t0);
+        table.record_kernel(kernel(0, 79, t0 + Duration::from_secs(2), false));
+        assert_eq!(count(&table, 0, 79), 1);
+        let log = table.node_health();
+        assert_eq!(log.recent_xid.len(), 1);
+        let first = &log.recent_xid[0];
+        assert_eq!(first.source, XidSource::Nvml);
+        assert_eq!(
+            (first.pid, first.text.as_deref()),
+            (Some(1234), Some("GPU has fallen off the bus."))
+        );
+
+        let table = XidTable::default();
+        table.record_kernel(kernel(0, 79, t0, false));
+        table.record(0, 79, t0 + Duration::from_secs(1));
+        assert_eq!(count(&table, 0, 79), 1);
+        assert_eq!(
+            table.node_health().recent_xid[0].source,
+            XidSource::KernelLog
+        );
+    }
+
+    #[test]
+    fn distinct_errors_are_not_merged() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let table = XidTable::default();
+        table.record(0, 79, t0);
+        // Another GPU, another code, too far apart, or a second NVML event.
+        table.record_kernel(kernel(1, 79, t0, false));
+        table.record_kernel(kernel(0, 13, t0, false));
+        table.record_kernel(kernel(0, 79, t0 + DEDUP_WINDOW * 2, false));
+        table.record(0, 79, t0);
+        assert_eq!(count(&table, 1, 79), 1);
+        assert_eq!(count(&table, 0, 13), 1);
+        // The NVML event at t0 pairs with nothing new: the kernel line of
+        // t0 + 2 windows is too far; the second NVML event at t0 pairs with
+        // nothing either (same source).
+        assert_eq!(count(&table, 0, 79), 3);
+        // One kernel line confirms one NVML event, not two.
+        let table = XidTable::default();
+        table.record(0, 48, t0);
+        table.record(0, 48, t0);
+        table.record_kernel(kernel(0, 48, t0, false));
+        assert_eq!(count(&table, 0, 48), 2);
+    }
+
+    #[test]
+    fn backlog_is_kept_for_history_but_not_counted() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let table = XidTable::default();
+        table.record_kernel(kernel(2, 79, t0, true));
+        assert_eq!(count(&table, 2, 79), 0);
+        // A live NVML event right after is a new error, not the backlog one.
+        table.record(2, 79, t0 + Duration::from_secs(1));
+        assert_eq!(count(&table, 2, 79), 1);
+        let log = table.node_health();
+        assert_eq!(log.recent_xid.len(), 2);
+        assert!(log.recent_xid[0].backlog && !log.recent_xid[1].backlog);
+        assert!(log.recent_xid[0].seq < log.recent_xid[1].seq);
+    }
+
+    #[test]
+    fn recent_occurrences_and_sxid_are_bounded_and_counted() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let table = XidTable::default();
+        for i in 0..(RECENT_XID as u64 + 10) {
+            table.record(0, 13, t0 + Duration::from_secs(i * 100));
+        }
+        let log = table.node_health();
+        assert_eq!(log.recent_xid.len(), RECENT_XID);
+        assert_eq!(count(&table, 0, 13), RECENT_XID as u64 + 10);
+        table.record_sxid("0000:05:00.0".into(), 20034, t0);
+        table.record_sxid("0000:05:00.0".into(), 20034, t0);
+        table.record_sxid("0000:06:00.0".into(), 12028, t0);
+        table.set_kernel_log_up(Some(true));
+        let log = table.node_health();
+        assert_eq!(log.kernel_log_up, Some(true));
+        let sxid: Vec<_> = log
+            .sxid
+            .iter()
+            .map(|s| (s.switch_pci.as_str(), s.code, s.count))
+            .collect();
+        assert_eq!(
+            sxid,
+            [("0000:05:00.0", 20034, 2), ("0000:06:00.0", 12028, 1)]
+        );
     }
 }

@@ -46,6 +46,8 @@ pub(super) mod id {
     pub const REMAPPED_PENDING: u32 = 144;
     /// NVML_FI_DEV_REMAPPED_FAILURE: a remap failed.
     pub const REMAPPED_FAILURE: u32 = 145;
+    /// NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: what the GPU needs (0 none .. 4).
+    pub const RECOVERY_ACTION: u32 = 230;
     /// NVML_FI_DEV_POWER_INSTANT: instantaneous power (mW).
     pub const POWER_INSTANT: u32 = 186;
     /// NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERMAL_SLOWDOWN: time (ns).

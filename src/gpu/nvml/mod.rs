@@ -19,6 +19,7 @@
 mod fast;
 pub mod fields;
 mod gpm;
+mod links;
 mod processes;
 mod slow;
 pub mod tally;

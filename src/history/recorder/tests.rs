@@ -218,3 +218,151 @@ fn a_process_start_names_its_pod_when_known() {
         "p7 in pod ml/solo container main (running when gpuwatch started)"
     );
 }
+
+fn occurrence(seq: u64, at_s: u64, backlog: bool) -> crate::gpu::node_health::XidOccurrence {
+    crate::gpu::node_health::XidOccurrence {
+        seq,
+        gpu: 0,
+        code: 79,
+        at: UNIX_EPOCH + Duration::from_secs(at_s),
+        source: crate::gpu::node_health::XidSource::KernelLog,
+        pid: Some(1234),
+        process: Some("python3".into()),
+        text: Some("GPU has fallen off the bus.".into()),
+        backlog,
+    }
+}
+
+fn with_occurrences(
+    mut s: Snapshot,
+    list: Vec<crate::gpu::node_health::XidOccurrence>,
+) -> Snapshot {
+    s.collection.health.recent_xid = Arc::new(list);
+    s
+}
+
+#[test]
+fn xid_occurrences_are_events_at_their_own_time_with_details() {
+    let mut r = Recorder::new(vec![(1, "GPU-test".into())], vec![])
+        // Stored by the previous run: the backlog repeats it.
+        .with_known_xid(vec![(1, 79, 5_000)]);
+    let none = Arc::new(vec![]);
+    let backlog = vec![occurrence(1, 5, true), occurrence(2, 8, true)];
+    r.record(&with_occurrences(
+        snapshot(10, vec![gpu(50.0, 0.0, &none, 0)]),
+        backlog.clone(),
+    ));
+    // A live occurrence, counted once: no second, count-based event.
+    let mut live = backlog.clone();
+    live.push(occurrence(3, 11, false));
+    r.record(&with_occurrences(
+        snapshot(12, vec![gpu(50.0, 0.0, &none, 1)]),
+        live.clone(),
+    ));
+    // The same list again: nothing new.
+    r.record(&with_occurrences(
+        snapshot(13, vec![gpu(50.0, 0.0, &none, 1)]),
+        live,
+    ));
+    // A count without an occurrence (the list overflowed): the old event.
+    r.record(&snapshot(14, vec![gpu(50.0, 0.0, &none, 2)]));
+    type Row = (i64, Option<i64>, Option<i64>, Option<String>);
+    let events: Vec<Row> = r
+        .take_batch()
+        .events
+        .iter()
+        .filter(|e| e.kind == "xid")
+        .map(|e| (e.ts, e.code, e.value, e.detail.clone()))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            (
+                8_000,
+                Some(79),
+                Some(1),
+                Some("pid=1234, name=python3, GPU has fallen off the bus., (logged before the agent started)".into())
+            ),
+            (
+                11_000,
+                Some(79),
+                Some(1),
+                Some("pid=1234, name=python3, GPU has fallen off the bus.".into())
+            ),
+            (14_000, Some(79), Some(1), None),
+        ]
+    );
+}
+
+#[test]
+fn an_nvml_xid_waits_briefly_for_the_kernel_logs_details() {
+    let mut r = Recorder::new(vec![], vec![]);
+    let none = Arc::new(vec![]);
+    let mut nvml = occurrence(1, 10, false);
+    nvml.source = crate::gpu::node_health::XidSource::Nvml;
+    (nvml.pid, nvml.process, nvml.text) = (None, None, None);
+    r.record(&with_occurrences(
+        snapshot(10, vec![gpu(50.0, 0.0, &none, 1)]),
+        vec![nvml.clone()],
+    ));
+    // Not yet written, and not written count-based either.
+    assert!(r.take_batch().events.iter().all(|e| e.kind != "xid"));
+    // The kernel log's line arrives: the same occurrence, with details.
+    r.record(&with_occurrences(
+        snapshot(11, vec![gpu(50.0, 0.0, &none, 1)]),
+        vec![occurrence(1, 10, false)],
+    ));
+    let xid: Vec<_> = r
+        .take_batch()
+        .events
+        .into_iter()
+        .filter(|e| e.kind == "xid")
+        .map(|e| (e.ts, e.value, e.detail))
+        .collect();
+    assert_eq!(
+        xid,
+        vec![(
+            10_000,
+            Some(1),
+            Some("pid=1234, name=python3, GPU has fallen off the bus.".into())
+        )]
+    );
+    // Without a line it is written after the wait, and at shutdown at once.
+    let mut second = nvml.clone();
+    (second.seq, second.at) = (2, UNIX_EPOCH + Duration::from_secs(20));
+    r.record(&with_occurrences(
+        snapshot(20, vec![gpu(50.0, 0.0, &none, 2)]),
+        vec![second.clone()],
+    ));
+    assert!(r.take_batch().events.iter().all(|e| e.kind != "xid"));
+    r.record(&with_occurrences(
+        snapshot(24, vec![gpu(50.0, 0.0, &none, 2)]),
+        vec![second.clone()],
+    ));
+    let xid: Vec<_> = r
+        .take_batch()
+        .events
+        .into_iter()
+        .filter(|e| e.kind == "xid")
+        .map(|e| (e.ts, e.detail))
+        .collect();
+    assert_eq!(
+        xid,
+        vec![(20_000, None)],
+        "at its own time, without details"
+    );
+    let mut third = nvml;
+    (third.seq, third.at) = (3, UNIX_EPOCH + Duration::from_secs(30));
+    r.record(&with_occurrences(
+        snapshot(30, vec![gpu(50.0, 0.0, &none, 3)]),
+        vec![third],
+    ));
+    assert_eq!(
+        r.take_final_batch()
+            .events
+            .iter()
+            .filter(|e| e.kind == "xid")
+            .count(),
+        1
+    );
+}

@@ -392,7 +392,8 @@
     const marks = [];
     for (const e of events.events) {
       if (!['xid', 'gpu_lost', 'gpu_recovered'].includes(e.kind)) continue;
-      const what = e.kind === 'xid' ? `Xid ${e.code}` : e.kind === 'gpu_lost' ? `GPU lost (${e.detail || '?'})` : 'GPU recovered';
+      const xid = () => `Xid ${e.code}${e.action ? ` ${e.action}: ${e.description}` : ''}${e.detail ? ` (${e.detail})` : ''}`;
+      const what = e.kind === 'xid' ? xid() : e.kind === 'gpu_lost' ? `GPU lost (${e.detail || '?'})` : 'GPU recovered';
       marks.push({ t: e.t, color: MARK_COLORS[e.kind], text: what });
     }
     for (const t of alerts.transitions) {

@@ -1,0 +1,92 @@
+//! `[health]`: where the hardware-health readers look (the kernel log for
+//! Xid and SXid lines, the PCI bus for GPUs the driver never saw).
+
+use std::path::PathBuf;
+
+use super::raw::RawHealth;
+use super::Validator;
+
+/// The kernel log read by default.
+pub const DEFAULT_KERNEL_LOG: &str = "/dev/kmsg";
+/// The PCI device tree read by default.
+pub const DEFAULT_PCI_DEVICES: &str = "/sys/bus/pci/devices";
+
+/// Hardware-health settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthConfig {
+    /// The kernel log to follow: `/dev/kmsg`, or a regular file followed
+    /// like `tail -F` (tests, replays); `None` when turned off (`""`).
+    pub kernel_log: Option<PathBuf>,
+    /// Whether the file set `kernel_log` (with `--simulate` the host's log
+    /// is read only then: it does not describe simulated GPUs).
+    pub kernel_log_explicit: bool,
+    /// The sysfs PCI device tree to count GPUs in; `None` when turned off.
+    pub pci_devices: Option<PathBuf>,
+    /// Whether the file set `pci_devices` (with `--simulate` the host's bus
+    /// is read only then).
+    pub pci_devices_explicit: bool,
+}
+
+impl Validator<'_> {
+    /// Checks `[health]` (paths only: "" turns a reader off).
+    pub(super) fn health(&mut self, raw: RawHealth) -> HealthConfig {
+        let path = |value: Option<PathBuf>, default: &str| {
+            let path = value.unwrap_or_else(|| PathBuf::from(default));
+            (!path.as_os_str().is_empty()).then_some(path)
+        };
+        HealthConfig {
+            kernel_log_explicit: raw.kernel_log.is_some(),
+            kernel_log: path(raw.kernel_log, DEFAULT_KERNEL_LOG),
+            pci_devices_explicit: raw.pci_devices.is_some(),
+            pci_devices: path(raw.pci_devices, DEFAULT_PCI_DEVICES),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{Config, ConfigError};
+
+    #[test]
+    fn kernel_log_and_pci_tree_default_named_or_off() {
+        let default = Config::default().health;
+        assert_eq!(default.kernel_log.as_deref(), Some(Path::new("/dev/kmsg")));
+        assert!(!default.kernel_log_explicit);
+        assert_eq!(
+            default.pci_devices.as_deref(),
+            Some(Path::new("/sys/bus/pci/devices"))
+        );
+        let named = Config::parse(
+            "[health]\nkernel_log = \"/var/log/kern.replay\"\npci_devices = \"/srv/pci\"\n",
+            "h.toml",
+        )
+        .expect("valid")
+        .health;
+        assert_eq!(
+            named.kernel_log.as_deref(),
+            Some(Path::new("/var/log/kern.replay"))
+        );
+        assert!(named.kernel_log_explicit);
+        assert_eq!(named.pci_devices.as_deref(), Some(Path::new("/srv/pci")));
+        let off = Config::parse(
+            "[health]\nkernel_log = \"\"\npci_devices = \"\"\n",
+            "h.toml",
+        )
+        .expect("valid")
+        .health;
+        assert_eq!((off.kernel_log, off.pci_devices), (None, None));
+        assert!(off.kernel_log_explicit);
+        match Config::parse("[health]\nkmsg = \"/dev/kmsg\"\n", "h.toml") {
+            Err(ConfigError::Invalid(problems)) => {
+                let text = problems[0].to_string();
+                assert!(
+                    text.starts_with("h.toml:2:1:") && text.contains("kmsg"),
+                    "{text}"
+                );
+            }
+            other => panic!("expected a problem, got {other:?}"),
+        }
+    }
+}

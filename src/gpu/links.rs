@@ -1,0 +1,84 @@
+//! Per-GPU interconnect health read on the slow tier: NVLink links (up or
+//! down, error counters) and the driver's recovery action (NVML field 230).
+//! Absent when unsupported (PCIe cards, older drivers), never 0.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// A GPU's links and recovery action.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LinkHealth {
+    /// The NVLink links NVML reports, by link number; empty without NVLink.
+    pub nvlink: Vec<NvLinkState>,
+    /// What the driver says the GPU needs (field 230): `none`, `gpu_reset`,
+    /// `node_reboot`, `drain_p2p`, `drain_and_reset`; `None` when
+    /// unsupported.
+    pub recovery_action: Option<&'static str>,
+}
+
+/// One NVLink link.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NvLinkState {
+    /// Link number, 0..18.
+    pub link: u32,
+    /// Whether the link is active.
+    pub up: bool,
+    /// Error counters that the driver gives, by type (`replay`,
+    /// `recovery`, `crc_flit`, `crc_data`), since the driver loaded.
+    pub errors: BTreeMap<&'static str, u64>,
+}
+
+impl LinkHealth {
+    /// Links that are down.
+    pub fn links_down(&self) -> usize {
+        self.nvlink.iter().filter(|l| !l.up).count()
+    }
+}
+
+/// The name of a recovery-action value (`nvmlDeviceGpuRecoveryAction_t`).
+pub fn recovery_action_name(value: u64) -> Option<&'static str> {
+    Some(match value {
+        0 => "none",
+        1 => "gpu_reset",
+        2 => "node_reboot",
+        3 => "drain_p2p",
+        4 => "drain_and_reset",
+        _ => return None,
+    })
+}
+
+/// Every recovery action, for the one-series-at-1 gauge.
+pub const RECOVERY_ACTIONS: &[&str] = &[
+    "none",
+    "gpu_reset",
+    "node_reboot",
+    "drain_p2p",
+    "drain_and_reset",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovery_actions_and_links_down() {
+        assert_eq!(recovery_action_name(0), Some("none"));
+        assert_eq!(recovery_action_name(4), Some("drain_and_reset"));
+        assert_eq!(recovery_action_name(9), None);
+        for v in 0..5 {
+            assert!(RECOVERY_ACTIONS.contains(&recovery_action_name(v).unwrap()));
+        }
+        let health = LinkHealth {
+            nvlink: (0..4)
+                .map(|link| NvLinkState {
+                    link,
+                    up: link != 3,
+                    errors: BTreeMap::new(),
+                })
+                .collect(),
+            recovery_action: None,
+        };
+        assert_eq!(health.links_down(), 1);
+    }
+}

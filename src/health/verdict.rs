@@ -1,0 +1,271 @@
+//! One health verdict per GPU: healthy, degraded or unhealthy, with the
+//! reasons (each with its source and what to do). Pure: computed from a
+//! snapshot, so `/metrics`, the CLI and the web view agree.
+//!
+//! How each signal maps (documented in the README):
+//! - unhealthy: the GPU is lost; the driver asks for a recovery action
+//!   (field 230 not `none`); a row remap failed; an NVLink link is down; an
+//!   Xid whose catalog action is RESET_GPU or RESTART_BM, or one of the
+//!   reset-class codes of the built-in `GpuXidFatal` rule, within the last
+//!   30 minutes.
+//! - degraded: a row remap or a page retirement waits for a reset; any
+//!   other Xid within the last 30 minutes.
+//! - healthy: none of these.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::gpu::{GpuSnapshot, GpuStatus};
+
+/// How long an Xid keeps counting against a GPU (the built-in Xid rules
+/// keep firing as long).
+pub const XID_WINDOW: Duration = Duration::from_secs(30 * 60);
+
+/// The verdict's state, worst last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Nothing wrong is known.
+    Healthy,
+    /// Usable, but something needs attention at the next chance.
+    Degraded,
+    /// Do not schedule work on it.
+    Unhealthy,
+}
+
+impl State {
+    /// Every state, for the one-series-per-state gauge.
+    pub const ALL: [State; 3] = [State::Healthy, State::Degraded, State::Unhealthy];
+
+    /// The state's name (label value).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Healthy => "healthy",
+            State::Degraded => "degraded",
+            State::Unhealthy => "unhealthy",
+        }
+    }
+}
+
+/// One reason for a verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reason {
+    /// The state this reason alone gives.
+    pub state: State,
+    /// Where it comes from: `nvml`, `xid`, `nvlink`, `recovery_action`, `ecc`.
+    pub source: &'static str,
+    /// What is wrong.
+    pub text: String,
+    /// What to do.
+    pub action: String,
+}
+
+/// A GPU's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// The worst of the reasons' states (healthy without reasons).
+    pub state: State,
+    /// Why, worst first.
+    pub reasons: Vec<Reason>,
+}
+
+/// Xid codes the built-in `GpuXidFatal` rule treats as reset-class.
+fn reset_class(code: u64) -> bool {
+    crate::rules::builtin::XID_FATAL.contains(&code)
+}
+
+/// The verdict of `gpu` at `now`.
+pub fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
+    let mut reasons = Vec::new();
+    let mut add = |state, source, text: String, action: &str| {
+        reasons.push(Reason {
+            state,
+            source,
+            text,
+            action: action.to_string(),
+        })
+    };
+    if let GpuStatus::Lost { reason } = &gpu.status {
+        add(
+            State::Unhealthy,
+            "nvml",
+            format!("the GPU stopped answering NVML ({reason})"),
+            "reset the GPU or reboot the node",
+        );
+    }
+    let h = &gpu.health;
+    if let Some(action) = h.links.recovery_action.filter(|a| *a != "none") {
+        add(
+            State::Unhealthy,
+            "recovery_action",
+            format!("the driver asks for a recovery action: {action}"),
+            action,
+        );
+    }
+    if h.remapped_rows_failure == Some(true) {
+        add(
+            State::Unhealthy,
+            "ecc",
+            "a row remap failed".into(),
+            "replace the GPU (RMA)",
+        );
+    }
+    let down: Vec<String> = h
+        .links
+        .nvlink
+        .iter()
+        .filter(|l| !l.up)
+        .map(|l| l.link.to_string())
+        .collect();
+    if !down.is_empty() {
+        add(
+            State::Unhealthy,
+            "nvlink",
+            format!("NVLink link(s) {} down", down.join(", ")),
+            "WORKFLOW_NVLINK: reset the GPU, then check the links and switches",
+        );
+    }
+    if h.remapped_rows_pending == Some(true) {
+        add(
+            State::Degraded,
+            "ecc",
+            "a row remap waits for a GPU reset".into(),
+            "reset the GPU when it is idle",
+        );
+    }
+    if h.retired_pages_pending == Some(true) {
+        add(
+            State::Degraded,
+            "ecc",
+            "a page retirement waits for a reboot".into(),
+            "reboot the node when it is idle",
+        );
+    }
+    for xid in gpu.xid_errors.iter() {
+        let recent = now
+            .duration_since(xid.last_seen)
+            .map_or(true, |age| age <= XID_WINDOW);
+        if !recent {
+            continue;
+        }
+        let info = crate::health::catalog::lookup(xid.code);
+        let catalog_severe = info.is_some_and(|i| {
+            matches!(
+                i.action,
+                crate::health::catalog::Action::ResetGpu
+                    | crate::health::catalog::Action::RestartBm
+            )
+        });
+        let state = if catalog_severe || reset_class(xid.code) {
+            State::Unhealthy
+        } else {
+            State::Degraded
+        };
+        let text = match info {
+            Some(info) => format!("Xid {} ({}) within 30 minutes", xid.code, info.description),
+            None => format!("Xid {} within 30 minutes", xid.code),
+        };
+        let action = match (info, state) {
+            (Some(info), _) => info.action.as_str(),
+            (None, State::Unhealthy) => "reset the GPU or reboot the node; drain it first",
+            (None, _) => "restart the affected application; see the event's text",
+        };
+        add(state, "xid", text, action);
+    }
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.state));
+    Verdict {
+        state: reasons.first().map_or(State::Healthy, |r| r.state),
+        reasons,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::gpu::links::{LinkHealth, NvLinkState};
+    use crate::gpu::{FastReadings, GpuIdentity, SlowReadings, XidCount};
+
+    fn gpu(health: SlowReadings, xid: Vec<XidCount>) -> GpuSnapshot {
+        GpuSnapshot {
+            index: 0,
+            uuid: "GPU-0".into(),
+            status: GpuStatus::Up,
+            identity: Arc::new(GpuIdentity::default()),
+            readings: FastReadings::default(),
+            health: Arc::new(health),
+            processes: Arc::default(),
+            mig_instances: Arc::default(),
+            pods: Arc::default(),
+            xid_errors: Arc::new(xid),
+            groups: BTreeMap::new(),
+            gpm: Arc::default(),
+        }
+    }
+
+    fn xid(code: u64, at: SystemTime) -> XidCount {
+        XidCount {
+            code,
+            count: 1,
+            last_seen: at,
+        }
+    }
+
+    #[test]
+    fn each_signal_maps_to_its_state() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        let healthy = verdict(&gpu(SlowReadings::default(), vec![]), now);
+        assert_eq!((healthy.state, healthy.reasons.len()), (State::Healthy, 0));
+
+        let pending = SlowReadings {
+            remapped_rows_pending: Some(true),
+            ..SlowReadings::default()
+        };
+        assert_eq!(verdict(&gpu(pending, vec![]), now).state, State::Degraded);
+
+        // Xid 13 (catalog: RESTART_APP) degrades; Xid 79 (reset class) is
+        // unhealthy; both only for 30 minutes.
+        let v = verdict(&gpu(SlowReadings::default(), vec![xid(13, now)]), now);
+        assert_eq!(v.state, State::Degraded);
+        assert_eq!(v.reasons[0].action, "RESTART_APP");
+        let v = verdict(&gpu(SlowReadings::default(), vec![xid(79, now)]), now);
+        assert_eq!(v.state, State::Unhealthy);
+        let old = now - XID_WINDOW - Duration::from_secs(1);
+        let v = verdict(&gpu(SlowReadings::default(), vec![xid(79, old)]), now);
+        assert_eq!(v.state, State::Healthy);
+
+        let links = SlowReadings {
+            links: LinkHealth {
+                nvlink: vec![NvLinkState {
+                    link: 3,
+                    up: false,
+                    errors: BTreeMap::new(),
+                }],
+                recovery_action: Some("gpu_reset"),
+            },
+            remapped_rows_pending: Some(true),
+            ..SlowReadings::default()
+        };
+        let v = verdict(&gpu(links, vec![]), now);
+        assert_eq!(v.state, State::Unhealthy);
+        let sources: Vec<_> = v.reasons.iter().map(|r| (r.state, r.source)).collect();
+        assert_eq!(
+            sources,
+            [
+                (State::Unhealthy, "recovery_action"),
+                (State::Unhealthy, "nvlink"),
+                (State::Degraded, "ecc")
+            ]
+        );
+        assert_eq!(v.reasons[0].action, "gpu_reset");
+
+        let mut lost = gpu(SlowReadings::default(), vec![]);
+        lost.status = GpuStatus::Lost {
+            reason: "gpu_lost".into(),
+        };
+        assert_eq!(verdict(&lost, now).state, State::Unhealthy);
+    }
+}
