@@ -148,6 +148,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--agent", action="append", default=[],
                         help="gpuwatch binary to measure (repeatable; default target/release/gpuwatch)")
+    parser.add_argument("--poller", help="the baseline poller binary (default: the release example)")
+    parser.add_argument("--sim-library", help="the simulator library (default: the release build's)")
     parser.add_argument("--no-build", action="store_true",
                         help="measure the binaries as they are (e.g. copies built with other profiles)")
     args = parser.parse_args()
@@ -158,8 +160,8 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--workspace", "--bins", "--examples", "-q"],
                        cwd=root, check=True)
     binaries = args.agent or [os.path.join(root, "target", "release", "gpuwatch")]
-    poller_bin = os.path.join(root, "target", "release", "examples", "nvml_poller")
-    simlib = os.path.join(root, "target", "release", "deps", "libnvml_sim.so")
+    poller_bin = args.poller or os.path.join(root, "target", "release", "examples", "nvml_poller")
+    simlib = args.sim_library or os.path.join(root, "target", "release", "deps", "libnvml_sim.so")
     log = open("/tmp/gpuwatch-bench-agent.log", "w")
     scratch = tempfile.TemporaryDirectory(prefix="gpuwatch-bench-")
     env = dict(os.environ, GPUWATCH_SIM_LIBRARY=simlib)

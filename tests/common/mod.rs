@@ -42,11 +42,12 @@ enum Process {
     /// The spawned binary.
     Child(Child),
     /// In this test process ([`Agent::in_process`]), holding the simulator
-    /// until it has stopped (fields drop in order).
-    InProcess(
-        gpuwatch::app::agent::Running,
-        std::sync::MutexGuard<'static, ()>,
-    ),
+    /// until it has stopped and the variables set for it are removed.
+    InProcess {
+        running: Option<gpuwatch::app::agent::Running>,
+        env: Vec<String>,
+        _simulator: std::sync::MutexGuard<'static, ()>,
+    },
 }
 
 /// The NVML simulator is one per process (its scenario is an environment
@@ -198,7 +199,11 @@ impl Agent {
             .new_agent();
         Agent {
             url: format!("http://{}", running.address()),
-            process: Process::InProcess(running, guard),
+            process: Process::InProcess {
+                running: Some(running),
+                env: env.iter().map(|(key, _)| key.to_string()).collect(),
+                _simulator: guard,
+            },
             log: Arc::new(Mutex::new(String::new())),
             http,
             history,
@@ -370,9 +375,19 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        if let Process::Child(child) = &mut self.process {
-            let _ = child.kill();
-            let _ = child.wait();
+        match &mut self.process {
+            Process::Child(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Process::InProcess { running, env, .. } => {
+                // Stopped first, then its variables go (the binaries other
+                // tests spawn inherit this process's environment).
+                drop(running.take());
+                for key in env.iter() {
+                    std::env::remove_var(key);
+                }
+            }
         }
     }
 }
