@@ -12,6 +12,11 @@ same run, `examples/nvml_poller.rs` makes the same fast-tier NVML calls once a
 second and nothing else; it runs beside the agent and its CPU share is
 reported too.
 
+`--gpm-compare` runs the (first) agent twice side by side, with GPM on and
+off (`sampler.gpm`), and prints CPU per GPU per fast tick for each and their
+ratio (issue 12: GPM on at most 20 % above off). NVML calls per GPU per tick
+with GPM on and off come from `cargo bench --bench gpm`.
+
 Each agent records history into a fresh database in a temporary directory
 (the same work on every run, whatever earlier runs left). `--agent PATH`
 (repeatable) measures other gpuwatch binaries instead, side by side in the
@@ -106,6 +111,7 @@ class Measured:
     def __init__(self, name, process, port=None):
         self.name, self.process, self.port = name, process, port
         self.rss, self.scrape_ms, self.size = [], [], 0
+        self.samples, self.gpus, self.scraped_at = [], 0, []
 
     def start(self):
         pid = self.process.pid
@@ -117,6 +123,12 @@ class Measured:
         body = urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5).read()
         self.scrape_ms.append((time.monotonic() - t0) * 1000)
         self.size = len(body)
+        for line in body.decode("utf-8", "replace").splitlines():
+            if line.startswith("gpuwatch_samples_total "):
+                self.samples.append(float(line.split()[1]))
+                self.scraped_at.append(t0)
+            elif line.startswith("gpuwatch_gpus "):
+                self.gpus = float(line.split()[1])
         self.rss.append(rss_bytes(self.process.pid))
 
     def stop(self):
@@ -152,6 +164,8 @@ def main():
     parser.add_argument("--sim-library", help="the simulator library (default: the release build's)")
     parser.add_argument("--no-build", action="store_true",
                         help="measure the binaries as they are (e.g. copies built with other profiles)")
+    parser.add_argument("--gpm-compare", action="store_true",
+                        help="run the agent twice, sampler.gpm = true and false, and compare")
     args = parser.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if not args.no_build:
@@ -166,13 +180,24 @@ def main():
     scratch = tempfile.TemporaryDirectory(prefix="gpuwatch-bench-")
     env = dict(os.environ, GPUWATCH_SIM_LIBRARY=simlib)
     agents = []
-    for i, binary in enumerate(binaries):
+    # (name, binary, extra arguments)
+    runs = [(b, b, []) for b in binaries]
+    if args.gpm_compare:
+        runs = []
+        for gpm in ("true", "false"):
+            cfg = os.path.join(scratch.name, f"gpm-{gpm}.toml")
+            with open(cfg, "w") as f:
+                f.write(f"[sampler]\ngpm = {gpm}\n")
+            runs.append((f"{binaries[0]} (sampler.gpm = {gpm})", binaries[0], ["--config", cfg]))
+    for i, (name, binary, extra) in enumerate(runs):
         port = free_port()
         process = subprocess.Popen(
             [binary, "run", "--simulate", args.scenario, "--listen", f"127.0.0.1:{port}",
-             "--history-db", os.path.join(scratch.name, f"history-{i}.db")],
+             "--history-db", os.path.join(scratch.name, f"history-{i}.db")] + extra,
             stdout=subprocess.DEVNULL, stderr=log, env=env)
-        agents.append(Measured(binary, process, port))
+        measured = Measured(name, process, port)
+        measured.binary = binary
+        agents.append(measured)
     poller = Measured("poller", subprocess.Popen(
         [poller_bin, simlib], env=dict(os.environ, GPUWATCH_SIM_SCENARIO=f"builtin:{args.scenario}"),
         stdout=subprocess.DEVNULL, stderr=log))
@@ -214,7 +239,7 @@ def main():
         print(f"RSS at the end: anonymous {a.anon_end / mib:.1f} MiB, file-backed {a.file_end / mib:.1f} MiB ("
               + ", ".join(f"{name} {size / mib:.1f}" for name, size in
                           sorted(a.by_file.items(), key=lambda kv: -kv[1])[:5]) + f"); binary "
-              f"{os.path.getsize(a.name) / 1e6:.1f} MB")
+              f"{os.path.getsize(a.binary) / 1e6:.1f} MB")
         print(f"CPU share at 1 Hz (agent + in-process simulator): {share:.3f} % of one core "
               f"(target <= 0.25 %); agent/baseline CPU ratio {share / base if base else float('inf'):.2f}")
         print(f"exact (schedstat): {exact:.3f} %, ratio {exact / base_exact if base_exact else float('inf'):.2f}; "
@@ -222,6 +247,19 @@ def main():
         print("per thread (% of one core, runs/s): " + ", ".join(
             f"{name} {pct:.3f} {r:.1f}" for name, (pct, r) in sorted(threads.items(), key=lambda kv: -kv[1][0])))
         print(f"scrape over HTTP: median {statistics.median(a.scrape_ms):.2f} ms, {a.size} bytes")
+        if len(a.samples) > 1 and a.gpus and a.scraped_at[-1] > a.scraped_at[0]:
+            # Ticks per second between the first and the last scrape, and the
+            # whole agent's exact CPU (HTTP, history, rules included) per tick.
+            rate = (a.samples[-1] - a.samples[0]) / (a.scraped_at[-1] - a.scraped_at[0])
+            a.per_gpu_tick_us = exact / 100 / rate / a.gpus * 1e6
+            print(f"CPU per GPU per tick (whole agent): {a.per_gpu_tick_us:.1f} us "
+                  f"({rate:.2f} ticks/s, {a.gpus:.0f} GPUs)")
+    if args.gpm_compare and all(hasattr(a, "per_gpu_tick_us") for a in agents):
+        on, off = agents[0], agents[1]
+        on_share, off_share = on.figures(wall)[1], off.figures(wall)[1]
+        print(f"GPM on vs off: CPU share {on_share:.3f} % vs {off_share:.3f} % (ratio {on_share / off_share if off_share else float('inf'):.2f}), "
+              f"CPU per GPU per tick {on.per_gpu_tick_us:.1f} vs {off.per_gpu_tick_us:.1f} us "
+              f"(ratio {on.per_gpu_tick_us / off.per_gpu_tick_us:.2f}; target <= 1.20)")
 
 
 if __name__ == "__main__":

@@ -16,9 +16,12 @@ use crate::gpu::{GpuSnapshot, Snapshot};
 use super::families::{unit, Family, Labels};
 use super::gpu_metrics::{flag, ids, with};
 
+/// Reads one figure from a set of GPM metrics.
+type Reading = fn(&GpmMetrics) -> Option<f64>;
+
 /// The figures with a family of their own, per GPU and per MIG instance
 /// (in the order of [`Activity`]'s `ratios`).
-const RATIOS: [(&str, fn(&GpmMetrics) -> Option<f64>); 5] = [
+const RATIOS: [(&str, Reading); 5] = [
     ("graphics_engine", |m| m.graphics_engine_active_ratio),
     ("sm", |m| m.sm_active_ratio),
     ("sm_occupancy", |m| m.sm_occupancy_ratio),
@@ -27,7 +30,7 @@ const RATIOS: [(&str, fn(&GpmMetrics) -> Option<f64>); 5] = [
 ];
 
 /// The pipes of `gpm_pipe_active_ratio`, by `pipe` label.
-const PIPES: [(&str, fn(&GpmMetrics) -> Option<f64>); 7] = [
+const PIPES: [(&str, Reading); 7] = [
     ("tensor_hmma", |m| m.tensor_hmma_active_ratio),
     ("tensor_imma", |m| m.tensor_imma_active_ratio),
     ("tensor_dfma", |m| m.tensor_dfma_active_ratio),

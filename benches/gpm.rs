@@ -1,0 +1,89 @@
+//! The cost of GPM on the fast tier (issue 12 §5), on the simulator's
+//! `h100x8` scenario (8 H100s with GPM, no simulated latency): two readers
+//! side by side, GPM on and off (`sampler.gpm`), ticked alternately so that
+//! drift hits both.
+//!
+//! Prints NVML calls per GPU per fast tick (counted by the simulator) and
+//! CPU per GPU per fast tick (median, this thread's CPU time: the simulator
+//! runs in-process, so its work is included in both), and their ratio
+//! (target: GPM on within 20 % of off — see the note printed with it).
+//!
+//! Run: `cargo bench --bench gpm` (add `-- --quick` for fewer rounds).
+
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{median, run_size, thread_cpu};
+
+use gpuwatch::gpu::nvml::Driver;
+use gpuwatch::sampler::procnames::ProcessNames;
+use gpuwatch::sampler::reader::{NodeReader, Tiers};
+
+/// The simulator's own call counter, through the same loaded library.
+struct CallCounter {
+    _lib: libloading::Library,
+    total: unsafe extern "C" fn() -> u64,
+}
+
+impl CallCounter {
+    fn open(path: &std::path::Path) -> CallCounter {
+        // SAFETY: the simulator library exports `nvmlSimTotalCalls() -> u64`;
+        // loading it again returns the already-loaded instance.
+        unsafe {
+            let lib = libloading::Library::new(path).expect("load the simulator library");
+            let total = *lib
+                .get::<unsafe extern "C" fn() -> u64>(b"nvmlSimTotalCalls\0")
+                .expect("nvmlSimTotalCalls is exported");
+            CallCounter { _lib: lib, total }
+        }
+    }
+
+    fn total(&self) -> u64 {
+        // SAFETY: a plain counter read with no arguments.
+        unsafe { (self.total)() }
+    }
+}
+
+fn main() {
+    let (smoke, quick) = run_size();
+    let rounds = if smoke {
+        20
+    } else if quick {
+        300
+    } else {
+        3000
+    };
+    std::env::set_var(nvml_sim::ENV_SCENARIO, "builtin:h100x8");
+    let library = gpuwatch::sim::locate_library()
+        .expect("build the simulator first: cargo build --workspace --release");
+    let driver = Driver::open(Some(&library)).expect("open the simulator");
+    let counter = CallCounter::open(&library);
+    let names = || ProcessNames::new(None);
+    let mut on = NodeReader::with_gpm(&driver, "bench".into(), names(), true);
+    let mut off = NodeReader::with_gpm(&driver, "bench".into(), names(), false);
+    let gpus = on.gpu_count() as f64;
+    on.tick(Tiers::ALL, None);
+    off.tick(Tiers::ALL, None);
+    let calls = |reader: &mut NodeReader| {
+        let before = counter.total();
+        reader.tick(Tiers::default(), None);
+        (counter.total() - before) as f64 / gpus
+    };
+    let (calls_on, calls_off) = (calls(&mut on), calls(&mut off));
+    println!(
+        "scenario h100x8: {gpus} GPUs, {rounds} rounds; NVML calls per GPU per fast tick: GPM on {calls_on:.1}, off {calls_off:.1}"
+    );
+    let (mut cpu_on, mut cpu_off) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for (reader, out) in [(&mut on, &mut cpu_on), (&mut off, &mut cpu_off)] {
+            let t0 = thread_cpu();
+            reader.tick(Tiers::default(), None);
+            out.push((thread_cpu() - t0).as_secs_f64() * 1e6 / gpus);
+        }
+    }
+    let (on_us, off_us) = (median(&mut cpu_on), median(&mut cpu_off));
+    println!(
+        "fast tick CPU per GPU (median, simulator included): GPM on {on_us:.1} us, off {off_us:.1} us, ratio {:.2} (target <= 1.20)",
+        on_us / off_us
+    );
+}
