@@ -38,7 +38,7 @@ pub type Notified = BTreeMap<(String, String), Sent>;
 
 /// Why a notification goes out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum Reason {
     /// The alert fires and the receiver has not been told.
     Firing,
     /// The alert still fires and the repeat interval passed.
@@ -55,7 +55,7 @@ pub struct Notice {
     /// The alert's fingerprint.
     pub fingerprint: String,
     /// Why.
-    pub kind: Kind,
+    pub reason: Reason,
     /// The alert as a transition (the real one where this evaluation made
     /// it; otherwise built from the state), which the payload is made of.
     pub transition: Transition,
@@ -160,21 +160,21 @@ pub fn plan(
                     if !d.route.matches(&alert.labels) {
                         continue;
                     }
-                    let kind = match notified.get(&(d.name.clone(), fingerprint.clone())) {
-                        None => Kind::Firing,
+                    let reason = match notified.get(&(d.name.clone(), fingerprint.clone())) {
+                        None => Reason::Firing,
                         Some(sent)
                             if d.route.repeat_interval.is_some_and(|every| {
                                 now_ms - sent.last_ms >= every.as_millis() as i64
                             }) =>
                         {
-                            Kind::Repeat
+                            Reason::Repeat
                         }
                         Some(_) => continue,
                     };
                     plan.notices.push(Notice {
                         receiver: d.name.clone(),
                         fingerprint: fingerprint.clone(),
-                        kind,
+                        reason,
                         transition: as_transition(),
                     });
                     plan.changes.push(Change::Sent {
@@ -193,7 +193,7 @@ pub fn plan(
                         plan.notices.push(Notice {
                             receiver: d.name.clone(),
                             fingerprint: fingerprint.clone(),
-                            kind: Kind::Resolved,
+                            reason: Reason::Resolved,
                             transition: as_transition(),
                         });
                         plan.changes.push(Change::Forget {
@@ -261,7 +261,7 @@ pub fn group(
             .iter()
             .find(|d| d.name == notice.receiver)
             .map_or(0, |d| d.route.group_wait.as_millis() as i64);
-        if notice.kind == Kind::Firing && wait > 0 {
+        if notice.reason == Reason::Firing && wait > 0 {
             grouped
                 .entry(notice.receiver.clone())
                 .or_default()
@@ -363,25 +363,25 @@ mod tests {
     }
 
     /// Plans at `now` with no silences, applies the changes, returns
-    /// (receiver, alertname, kind) of each notice.
+    /// (receiver, alertname, reason) of each notice.
     fn step(
         s: &EvalState,
         ds: &[Destination],
         silences: &[std::sync::Arc<Silence>],
         notified: &mut Notified,
         now: u64,
-    ) -> Vec<(String, String, Kind)> {
+    ) -> Vec<(String, String, Reason)> {
         let mutes = Mutes::new(s, silences, crate::gpu::unix_ms(at(now)));
         let p = plan(s, &[], ds, &mutes, notified, at(now));
         apply(notified, &p.changes);
         p.notices
             .iter()
-            .map(|n| (n.receiver.clone(), n.transition.key.rule.clone(), n.kind))
+            .map(|n| (n.receiver.clone(), n.transition.key.rule.clone(), n.reason))
             .collect()
     }
 
-    fn n(receiver: &str, rule: &str, kind: Kind) -> (String, String, Kind) {
-        (receiver.into(), rule.into(), kind)
+    fn n(receiver: &str, rule: &str, reason: Reason) -> (String, String, Reason) {
+        (receiver.into(), rule.into(), reason)
     }
 
     #[test]
@@ -412,10 +412,10 @@ mod tests {
         assert_eq!(
             notices,
             vec![
-                n("all", "GpuHot", Kind::Firing),
-                n("gpu0", "GpuHot", Kind::Firing),
-                n("all", "GpuLost", Kind::Firing),
-                n("pager", "GpuLost", Kind::Firing),
+                n("all", "GpuHot", Reason::Firing),
+                n("gpu0", "GpuHot", Reason::Firing),
+                n("all", "GpuLost", Reason::Firing),
+                n("pager", "GpuLost", Reason::Firing),
             ]
         );
         assert_eq!(notified.len(), 4);
@@ -447,7 +447,7 @@ mod tests {
         assert!(step(&s, &ds, &[], &mut notified, 3599).is_empty());
         assert_eq!(
             step(&s, &ds, &[], &mut notified, 3600),
-            vec![n("hourly", "GpuHot", Kind::Repeat)]
+            vec![n("hourly", "GpuHot", Reason::Repeat)]
         );
         assert!(step(&s, &ds, &[], &mut notified, 7199).is_empty());
         assert_eq!(step(&s, &ds, &[], &mut notified, 7200).len(), 1);
@@ -455,8 +455,8 @@ mod tests {
         assert_eq!(
             step(&s, &ds, &[], &mut notified, 8000),
             vec![
-                n("hourly", "GpuHot", Kind::Resolved),
-                n("once", "GpuHot", Kind::Resolved)
+                n("hourly", "GpuHot", Reason::Resolved),
+                n("once", "GpuHot", Reason::Resolved)
             ]
         );
         assert!(notified.is_empty());
@@ -485,15 +485,15 @@ mod tests {
         // The silence ends: GpuLost goes out; the Xid stays inhibited.
         assert_eq!(
             step(&s, &ds, &silences, &mut notified, 100),
-            vec![n("all", "GpuLost", Kind::Firing)]
+            vec![n("all", "GpuLost", Reason::Firing)]
         );
         // The GPU is back: GpuLost resolves, the Xid is no longer inhibited.
         s.alerts.get_mut(&lost.0).unwrap().state = AlertState::Resolved { at: at(200) };
         assert_eq!(
             step(&s, &ds, &silences, &mut notified, 200),
             vec![
-                n("all", "GpuLost", Kind::Resolved),
-                n("all", "GpuXidFatal", Kind::Firing)
+                n("all", "GpuLost", Reason::Resolved),
+                n("all", "GpuXidFatal", Reason::Firing)
             ]
         );
     }
@@ -521,7 +521,7 @@ mod tests {
         let only1 = [silence(1, "gpu=1")];
         assert_eq!(
             step(&s, &ds, &only1, &mut notified, 1),
-            vec![n("all", "GpuHot", Kind::Firing)]
+            vec![n("all", "GpuHot", Reason::Firing)]
         );
         let both = [silence(1, "gpu=1"), silence(2, "gpu=0")];
         // Muted alerts do not repeat.
@@ -530,7 +530,7 @@ mod tests {
             alert.state = AlertState::Resolved { at: at(6 * 3600) };
         }
         let resolved = step(&s, &ds, &both, &mut notified, 6 * 3600);
-        assert_eq!(resolved, vec![n("all", "GpuHot", Kind::Resolved)]);
+        assert_eq!(resolved, vec![n("all", "GpuHot", Reason::Resolved)]);
     }
 
     #[test]
@@ -601,7 +601,7 @@ mod tests {
                     let names: Vec<String> = m
                         .notices
                         .iter()
-                        .map(|n| format!("{}/{:?}", n.transition.key, n.kind))
+                        .map(|n| format!("{}/{:?}", n.transition.key, n.reason))
                         .collect();
                     format!("{}: {}", m.receiver, names.join(" "))
                 })

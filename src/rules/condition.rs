@@ -152,13 +152,24 @@ impl Op {
 
     /// Whether the operator points up (`>`, `>=`), down (`<`, `<=`) or
     /// neither; hysteresis needs a direction.
-    pub fn direction(self) -> Option<bool> {
+    pub fn direction(self) -> Direction {
         match self {
-            Op::Gt | Op::Ge => Some(true),
-            Op::Lt | Op::Le => Some(false),
-            Op::Eq | Op::Ne => None,
+            Op::Gt | Op::Ge => Direction::Up,
+            Op::Lt | Op::Le => Direction::Down,
+            Op::Eq | Op::Ne => Direction::Neither,
         }
     }
+}
+
+/// Which way a comparison fires: what a clear threshold (hysteresis) needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// `>`, `>=`: fires above the threshold, clears below the clear value.
+    Up,
+    /// `<`, `<=`: fires below the threshold, clears above the clear value.
+    Down,
+    /// `==`, `!=`: no direction, so no clear threshold.
+    Neither,
 }
 
 /// A cumulative counter whose increase a rule can watch.

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::anomaly;
-use super::condition::{Condition, Counter, Flag, Metric};
+use super::condition::{Condition, Counter, Direction, Flag, Metric};
 use super::rule::{gpu_id, AlertKey, AlertState, Rule, Target, Transition};
 use super::template::Context;
 use crate::gpu::{FieldGroup, GpuSnapshot, Snapshot};
@@ -27,7 +27,7 @@ pub struct EvalState {
     #[serde(with = "alert_list")]
     pub alerts: BTreeMap<AlertKey, Alert>,
     /// Per GPU (by UUID): counter baselines and readings seen.
-    pub gpus: BTreeMap<String, GpuMemory>,
+    pub gpus: BTreeMap<String, GpuEvalState>,
     /// Per rule: the checks of its condition (per GPU, or per node) that
     /// gave it a value to judge — a reading, an anomaly score, an Xid or
     /// counter increase seen — since the agent started, so that a rule
@@ -53,7 +53,7 @@ pub struct Alert {
 
 /// What evaluation remembers about one GPU.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct GpuMemory {
+pub struct GpuEvalState {
     /// Xid counts by code at the last evaluation.
     pub xid: BTreeMap<u64, u64>,
     /// Counter values by source name (e.g. "ecc_uncorrected_aggregate").
@@ -337,9 +337,9 @@ fn stays(rule: &Rule, holds: bool, value: Option<f64>) -> bool {
         return holds;
     };
     match (value, op.direction()) {
-        (Some(v), Some(true)) => v > clear,
-        (Some(v), Some(false)) => v < clear,
-        (Some(_), None) => holds,
+        (Some(v), Direction::Up) => v > clear,
+        (Some(v), Direction::Down) => v < clear,
+        (Some(_), Direction::Neither) => holds,
         (None, _) => false,
     }
 }
@@ -378,7 +378,7 @@ fn annotations(
 }
 
 /// Updates a GPU's memory with this snapshot and says what grew.
-fn observe(gpu: &GpuSnapshot, memory: &mut GpuMemory, taken_at: SystemTime) -> Changes {
+fn observe(gpu: &GpuSnapshot, memory: &mut GpuEvalState, taken_at: SystemTime) -> Changes {
     let mut changes = Changes::default();
     // Xid counts are since the agent started: a missing baseline is 0, and
     // a count lower than the baseline means the agent restarted.
@@ -521,7 +521,7 @@ fn check(
     condition: &Condition,
     gpu: &GpuSnapshot,
     changes: &Changes,
-    memory: &GpuMemory,
+    memory: &GpuEvalState,
 ) -> (bool, Option<f64>) {
     let yes_no = |b: bool| (b, Some(if b { 1.0 } else { 0.0 }));
     match condition {

@@ -21,8 +21,8 @@ pub mod rule;
 pub mod template;
 
 pub use builtin::builtin_rules;
-pub use condition::{Condition, Counter, Flag, Metric, Op};
-pub use eval::{evaluate, metric_value, Alert, EvalState, GpuMemory};
+pub use condition::{Condition, Counter, Direction, Flag, Metric, Op};
+pub use eval::{evaluate, metric_value, Alert, EvalState, GpuEvalState};
 pub use parse::{parse_rules, rules_from_raw, RawRule, RawRules};
 pub use rule::{fingerprint, gpu_id, AlertKey, AlertState, Rule, Severity, Target, Transition};
 pub use template::{Context, Template, TemplateError};

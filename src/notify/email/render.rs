@@ -28,8 +28,8 @@ pub struct Rendered {
     pub message_id: String,
 }
 
-/// The payload's facts, read once.
-struct Alert<'a> {
+/// The facts of the message's alert, read once (not [`crate::rules::Alert`]).
+struct Facts<'a> {
     status: &'a str,
     name: &'a str,
     severity: &'a str,
@@ -51,11 +51,11 @@ fn text<'a>(map: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
     map.get(key).map(String::as_str).filter(|s| !s.is_empty())
 }
 
-impl<'a> Alert<'a> {
+impl<'a> Facts<'a> {
     /// The first alert of `message`: email messages are never grouped
     /// (the configuration refuses `group_wait` for email receivers), so it
     /// is the only one.
-    fn read(message: &'a OutboxMessage) -> Alert<'a> {
+    fn read(message: &'a OutboxMessage) -> Facts<'a> {
         static NONE: OutboxAlert = OutboxAlert {
             status: Status::Firing,
             labels: BTreeMap::new(),
@@ -68,7 +68,7 @@ impl<'a> Alert<'a> {
         };
         let alert = message.alerts.first().unwrap_or(&NONE);
         let label = |k| text(&alert.labels, k);
-        Alert {
+        Facts {
             status: match alert.status {
                 Status::Firing => "firing",
                 Status::Resolved => "resolved",
@@ -224,7 +224,7 @@ impl<'a> Alert<'a> {
 
 /// Renders the email for `message`.
 pub fn render(message: &OutboxMessage) -> Rendered {
-    let alert = Alert::read(message);
+    let alert = Facts::read(message);
     Rendered {
         subject: alert.subject(),
         text: plain(&alert),
@@ -234,7 +234,7 @@ pub fn render(message: &OutboxMessage) -> Rendered {
     }
 }
 
-fn plain(a: &Alert) -> String {
+fn plain(a: &Facts) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}\n", a.subject());
     for note in [a.summary, a.description].into_iter().flatten() {
@@ -284,7 +284,7 @@ fn plain(a: &Alert) -> String {
     out
 }
 
-fn html(a: &Alert) -> String {
+fn html(a: &Facts) -> String {
     let mut out = String::new();
     let colour = match (a.status, a.severity) {
         ("resolved", _) => "#2e7d32",
