@@ -22,7 +22,6 @@ use std::ops::Range;
 use std::path::Path;
 
 pub use crate::limits;
-pub use crate::limits::parse_size;
 pub use crate::problem::Problem;
 pub use history::HistoryConfig;
 pub use log::{check_filter, LogConfig, LogFormat};
