@@ -14,6 +14,7 @@
 pub mod anomaly;
 pub mod builtin;
 pub mod capacity;
+pub mod check;
 pub mod condition;
 pub mod eval;
 pub mod parse;
@@ -21,8 +22,9 @@ pub mod rule;
 pub mod template;
 
 pub use builtin::builtin_rules;
+pub use check::{metric_value, GpuEvalState};
 pub use condition::{Condition, Counter, Direction, Flag, Metric, Op};
-pub use eval::{evaluate, metric_value, Alert, EvalState, GpuEvalState};
+pub use eval::{evaluate, Alert, EvalState};
 pub use parse::{parse_rules, rules_from_raw, RawRule, RawRules};
 pub use rule::{fingerprint, gpu_id, AlertKey, AlertState, Rule, Severity, Target, Transition};
 pub use template::{Context, Template, TemplateError};
