@@ -16,6 +16,7 @@ pub mod builtin;
 pub mod capacity;
 pub mod check;
 pub mod condition;
+mod condition_parse;
 pub mod eval;
 pub mod parse;
 pub mod rule;
