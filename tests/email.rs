@@ -188,7 +188,7 @@ fn thermal_incident_sends_one_firing_email_over_starttls_with_the_history() {
         subject.contains(&format!("on {} gpu 3", labels["host"])),
         "{subject}"
     );
-    let fingerprint = gpuwatch::notify::webhook::fingerprint(labels);
+    let fingerprint = gpuwatch::rules::fingerprint(labels);
     assert_eq!(
         mail.header("X-Gpuwatch-Fingerprint"),
         Some(fingerprint.clone())
@@ -401,10 +401,7 @@ fn an_smtp_outage_delays_but_neither_loses_nor_repeats_alerts() {
         "GPU 1's Xid alert is inhibited: {alerts:#}"
     );
     for (alertname, state, labels) in &stored {
-        let key = (
-            gpuwatch::notify::webhook::fingerprint(labels),
-            state.to_uppercase(),
-        );
+        let key = (gpuwatch::rules::fingerprint(labels), state.to_uppercase());
         if inhibited.contains(&key.0) {
             continue;
         }

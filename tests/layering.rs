@@ -246,7 +246,7 @@ impl Graph {
             }
             bodies.insert(module.clone(), body);
         }
-        let is_test = |m: &ModPath| (1..=m.len()).any(|k| test_only.contains(&m[..k].to_vec()));
+        let is_test = |m: &ModPath| (1..=m.len()).any(|k| test_only.contains(&m[..k]));
         let mut graph = Graph {
             files,
             uses: BTreeMap::new(),
@@ -319,19 +319,18 @@ impl Graph {
         }
         let k = (0..=path.len())
             .rev()
-            .find(|&k| self.files.contains(&path[..k].to_vec()))?;
+            .find(|&k| self.files.contains(&path[..k]))?;
         let module = path[..k].to_vec();
         let Some((next, rest)) = path[k..].split_first() else {
             return Some(module);
         };
         let uses = self.uses.get(&module).map(Vec::as_slice).unwrap_or(&[]);
-        for u in uses.iter().filter(|u| &u.bound == next) {
-            if let Some(target) = self.absolute(&module, &u.path) {
-                let mut full = target;
-                full.extend(rest.iter().cloned());
-                return Some(self.resolve(&full, depth + 1).unwrap_or(module));
-            }
-            return Some(module);
+        if let Some(u) = uses.iter().find(|u| &u.bound == next) {
+            let Some(mut full) = self.absolute(&module, &u.path) else {
+                return Some(module);
+            };
+            full.extend(rest.iter().cloned());
+            return Some(self.resolve(&full, depth + 1).unwrap_or(module));
         }
         for u in uses.iter().filter(|u| u.bound == "*") {
             let glob = &u.path[..u.path.len() - 1];

@@ -8,7 +8,6 @@
 //! (routes, silences, inhibition, repeats); they are written as outbox rows
 //! in the same transaction, and [`crate::notify`] delivers them.
 
-pub mod history;
 pub mod matcher;
 mod message;
 mod metrics;
@@ -17,8 +16,9 @@ pub mod plan;
 pub mod route;
 pub mod silence;
 pub mod silence_set;
-pub mod silences;
+pub mod silence_store;
 mod store;
+pub mod transition_log;
 pub mod view;
 
 use std::sync::Arc;
@@ -35,7 +35,7 @@ use crate::sampler::SnapshotReceiver;
 
 pub use metrics::AlertsCollector;
 pub use route::{Destination, Route};
-pub use silences::Silences;
+pub use silence_store::Silences;
 pub use store::{load as saved_state, StateError};
 
 /// The latest evaluation state, for /metrics and the API.
@@ -79,7 +79,7 @@ pub async fn saved_alerts(
         return Ok(Vec::new());
     };
     let now = crate::timespec::Timestamp::now();
-    let silences = silences::live(pool, now).await?;
+    let silences = silence_store::live(pool, now).await?;
     let mutes = mute::Mutes::new(&state, &silences, now.as_ms());
     Ok(state
         .alerts
@@ -210,7 +210,7 @@ pub async fn run(
             plan::group(planned, &p.receivers, &mut groups, crate::gpu::unix_ms(now));
         for m in &messages {
             for notice in &m.notices {
-                debug!(receiver = %m.receiver, alert = %notice.transition.key, kind = ?notice.kind, alerts = m.notices.len(), "Notification queued.");
+                debug!(receiver = %m.receiver, alert = %notice.transition.key, reason = ?notice.reason, alerts = m.notices.len(), "Notification queued.");
             }
         }
         if !transitions.is_empty()

@@ -1,6 +1,6 @@
 //! Silences: label matchers and a time window during which matching alerts
 //! are still evaluated and shown, but not notified. This module is pure
-//! (types, checks, JSON); [`super::silences`] stores them.
+//! (types, checks, JSON); [`super::silence_store`] stores them.
 
 use std::collections::BTreeMap;
 

@@ -5,7 +5,7 @@
 //! together within [`MAX_MEMORY`] bytes (texts and compiled matchers, see
 //! [`Silence::memory`]). Expired silences make room for new ones (oldest
 //! end first); active and pending ones are never dropped: a new silence
-//! that does not fit is refused. Pure: [`super::silences`] stores them.
+//! that does not fit is refused. Pure: [`super::silence_store`] stores them.
 
 use std::sync::Arc;
 

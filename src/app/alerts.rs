@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use anyhow::anyhow;
 use serde_json::Value;
 
-use crate::alerting::history::{transitions, Filter};
+use crate::alerting::transition_log::{transitions, Filter};
 use crate::timespec::Timestamp;
 
 use super::history::{database, open, time, DbOptions, ListFormat};
@@ -63,7 +63,7 @@ pub fn alerts(options: AlertsOptions) -> anyhow::Result<()> {
         .map_err(|e| anyhow!("cannot read the alert state from {}: {e}", path.display()))?
         .unwrap_or_default();
     let silences = runtime
-        .block_on(crate::alerting::silences::live(&store.pool, now))
+        .block_on(crate::alerting::silence_store::live(&store.pool, now))
         .map_err(|e| anyhow!("cannot read the silences from {}: {e}", path.display()))?;
     let filter = Filter {
         from_ms,

@@ -23,7 +23,6 @@ use std::ops::Range;
 use std::path::Path;
 
 pub use crate::limits;
-pub use crate::limits::parse_size;
 pub use crate::problem::Problem;
 pub use health::HealthConfig;
 pub use history::HistoryConfig;

@@ -194,7 +194,7 @@ fn ranges_are_shown_as_they_are_written() {
     for l in limits::SIZES {
         for bound in [l.min, l.max] {
             let shown = limits::show_size(bound);
-            assert_eq!(super::parse_size(&shown), Ok(bound), "{shown}");
+            assert_eq!(crate::limits::parse_size(&shown), Ok(bound), "{shown}");
         }
     }
 }

@@ -13,9 +13,9 @@ use hyper::header::{HeaderValue, ALLOW};
 use hyper::{Method, Request, StatusCode};
 use serde_json::json;
 
-use crate::alerting::history::{transitions, Filter};
 use crate::alerting::silence::parse_new;
-use crate::alerting::silences::AddError;
+use crate::alerting::silence_store::AddError;
+use crate::alerting::transition_log::{transitions, Filter};
 use crate::timespec::{quote, Timestamp};
 
 use super::params::{bad, limit_param, params, time_param, unavailable, ParamError};

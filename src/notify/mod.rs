@@ -39,7 +39,6 @@ use crate::exporter::families::{unit, Family};
 use crate::outbox::OutboxMessage;
 
 pub use crate::gpu::now_ms;
-pub use crate::outbox::details;
 pub use crate::outbox::store as outbox;
 pub use alertmanager::AlertmanagerConfig;
 pub use backoff::{random_unit, Backoff};
@@ -127,15 +126,6 @@ pub enum ReceiverKind {
 }
 
 impl ReceiverKind {
-    /// The `type` as written in the config ("webhook", ...), for logs.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            ReceiverKind::Webhook(_) => "webhook",
-            ReceiverKind::Alertmanager(_) => "alertmanager",
-            ReceiverKind::Email(_) => "email",
-        }
-    }
-
     /// Sends one outbox message and says what
     /// became of it. Blocking: the dispatcher runs it on a blocking thread.
     pub fn send(&self, message: &OutboxMessage) -> Outcome {

@@ -7,9 +7,6 @@ use crate::outbox::OutboxMessage;
 use super::http::{post_json, Auth};
 use super::{Outcome, WebhookConfig};
 
-pub use crate::outbox::message::{generator_url, rfc3339, ZERO_TIME};
-pub use crate::rules::fingerprint;
-
 /// POSTs `message` to the webhook (blocking: run it on a blocking thread).
 /// Errors name the receiver's URL, never its token or headers.
 pub fn send(config: &WebhookConfig, message: &OutboxMessage) -> Outcome {
@@ -27,22 +24,4 @@ pub fn send(config: &WebhookConfig, message: &OutboxMessage) -> Outcome {
         config.timeout,
         &body,
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use super::*;
-
-    #[test]
-    fn fingerprints_are_stable_and_label_sensitive() {
-        let mut a = BTreeMap::new();
-        a.insert("alertname".to_string(), "GpuLost".to_string());
-        assert_eq!(fingerprint(&a), fingerprint(&a.clone()));
-        assert_eq!(fingerprint(&a).len(), 16);
-        let mut b = a.clone();
-        b.insert("gpu".to_string(), "0".to_string());
-        assert_ne!(fingerprint(&a), fingerprint(&b));
-    }
 }

@@ -11,7 +11,9 @@
 //!   message is written.
 //! - [`store`]: the outbox table's SQL.
 //!
-//! Neither side imports the other: both import this module.
+//! Alerting does not import the notifiers: both import this module (the
+//! notifiers import alerting only for a receiver's route and the
+//! Alertmanager re-sends).
 
 pub mod details;
 pub mod message;

@@ -8,10 +8,11 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::anomaly;
-use super::condition::{Condition, Counter, Flag, Metric};
+use super::check::{check, missing_from_driver, node_check, observe, GpuEvalState};
+use super::condition::{Condition, Direction};
 use super::rule::{gpu_id, AlertKey, AlertState, Rule, Target, Transition};
 use super::template::Context;
-use crate::gpu::{FieldGroup, GpuSnapshot, Snapshot};
+use crate::gpu::{GpuSnapshot, Snapshot};
 
 /// How long a resolved alert is kept in the state before it is forgotten
 /// (Prometheus keeps resolved alerts for 15 minutes too).
@@ -27,7 +28,7 @@ pub struct EvalState {
     #[serde(with = "alert_list")]
     pub alerts: BTreeMap<AlertKey, Alert>,
     /// Per GPU (by UUID): counter baselines and readings seen.
-    pub gpus: BTreeMap<String, GpuMemory>,
+    pub gpus: BTreeMap<String, GpuEvalState>,
     /// Per rule: the checks of its condition (per GPU, or per node) that
     /// gave it a value to judge — a reading, an anomaly score, an Xid or
     /// counter increase seen — since the agent started, so that a rule
@@ -49,29 +50,6 @@ pub struct Alert {
     pub labels: BTreeMap<String, String>,
     /// Its annotations as last rendered.
     pub annotations: BTreeMap<String, String>,
-}
-
-/// What evaluation remembers about one GPU.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct GpuMemory {
-    /// Xid counts by code at the last evaluation.
-    pub xid: BTreeMap<u64, u64>,
-    /// Counter values by source name (e.g. "ecc_uncorrected_aggregate").
-    pub counters: BTreeMap<String, u64>,
-    /// Readings this GPU has given at least once (for `absent`).
-    pub seen: BTreeSet<Metric>,
-    /// Temperature baselines by utilization bucket (anomaly detection).
-    #[serde(default)]
-    pub baselines: BTreeMap<u8, anomaly::Baseline>,
-}
-
-/// What changed on one GPU since the previous evaluation.
-#[derive(Debug, Default)]
-struct Changes {
-    xid: Vec<u64>,
-    increased: BTreeMap<Counter, u64>,
-    anomaly: Option<anomaly::Score>,
-    peer: Option<f64>,
 }
 
 /// Evaluates `rules` against `snapshot` at `now`. Pure: the same inputs
@@ -337,9 +315,9 @@ fn stays(rule: &Rule, holds: bool, value: Option<f64>) -> bool {
         return holds;
     };
     match (value, op.direction()) {
-        (Some(v), Some(true)) => v > clear,
-        (Some(v), Some(false)) => v < clear,
-        (Some(_), None) => holds,
+        (Some(v), Direction::Up) => v > clear,
+        (Some(v), Direction::Down) => v < clear,
+        (Some(_), Direction::Neither) => holds,
         (None, _) => false,
     }
 }
@@ -380,286 +358,6 @@ fn annotations(
         .iter()
         .map(|(name, template)| (name.clone(), template.render(&context)))
         .collect()
-}
-
-/// Updates a GPU's memory with this snapshot and says what grew.
-fn observe(gpu: &GpuSnapshot, memory: &mut GpuMemory, taken_at: SystemTime) -> Changes {
-    let mut changes = Changes::default();
-    // Xid counts are since the agent started: a missing baseline is 0, and
-    // a count lower than the baseline means the agent restarted.
-    let mut xid = BTreeMap::new();
-    for entry in gpu.xid_errors.iter() {
-        let before = memory
-            .xid
-            .get(&entry.code)
-            .copied()
-            .filter(|b| *b <= entry.count)
-            .unwrap_or(0);
-        if entry.count > before {
-            changes.xid.push(entry.code);
-        }
-        xid.insert(entry.code, entry.count);
-    }
-    if gpu.is_up() || !xid.is_empty() {
-        memory.xid = xid;
-    }
-    changes.xid.sort_unstable();
-    // Lifetime and volatile counters: the first reading is a baseline, a
-    // lower reading (driver reload) a new baseline.
-    for (counter, sources) in counter_sources(gpu) {
-        for (name, value) in sources {
-            let Some(value) = value else { continue };
-            if let Some(before) = memory.counters.get(name) {
-                if value > *before {
-                    *changes.increased.entry(counter).or_default() += value - before;
-                }
-            }
-            memory.counters.insert(name.to_string(), value);
-        }
-    }
-    if gpu.is_up() {
-        for (metric, _) in super::condition::METRICS {
-            if metric_value(gpu, *metric).is_some() {
-                memory.seen.insert(*metric);
-            }
-        }
-        if let (Some(utilization), Some(temperature)) = (
-            gpu.readings.utilization_gpu_ratio,
-            gpu.readings.temperature_gpu_celsius,
-        ) {
-            changes.anomaly =
-                anomaly::observe(&mut memory.baselines, utilization, temperature, taken_at);
-        }
-    }
-    changes
-}
-
-type Sources = [(&'static str, Option<u64>); 2];
-
-fn counter_sources(gpu: &GpuSnapshot) -> [(Counter, Sources); 4] {
-    let h = &gpu.health;
-    [
-        (
-            Counter::EccUncorrected,
-            [
-                ("ecc_uncorrected_volatile", h.ecc.uncorrected_volatile),
-                ("ecc_uncorrected_aggregate", h.ecc.uncorrected_aggregate),
-            ],
-        ),
-        (
-            Counter::EccCorrected,
-            [
-                ("ecc_corrected_volatile", h.ecc.corrected_volatile),
-                ("ecc_corrected_aggregate", h.ecc.corrected_aggregate),
-            ],
-        ),
-        (
-            Counter::RetiredPagesDoubleBit,
-            [
-                ("retired_pages_double_bit", h.retired_pages_double_bit),
-                ("", None),
-            ],
-        ),
-        (
-            Counter::RemappedRowsUncorrectable,
-            [
-                ("remapped_rows_uncorrectable", h.remapped_rows_uncorrectable),
-                ("", None),
-            ],
-        ),
-    ]
-}
-
-/// A reading of `gpu`, or a value derived from its readings; `None` when
-/// the reading (or what it derives from) is absent.
-pub fn metric_value(gpu: &GpuSnapshot, metric: Metric) -> Option<f64> {
-    let r = &gpu.readings;
-    let h = &gpu.health;
-    match metric {
-        Metric::Temperature => r.temperature_gpu_celsius,
-        Metric::MemoryTemperature => r.temperature_memory_celsius,
-        Metric::DegreesBelowSlowdown => {
-            Some(gpu.identity.temperature_slowdown_celsius? - r.temperature_gpu_celsius?)
-        }
-        Metric::DegreesBelowShutdown => {
-            Some(gpu.identity.temperature_shutdown_celsius? - r.temperature_gpu_celsius?)
-        }
-        Metric::MemoryUsedRatio => r
-            .memory
-            .filter(|m| m.total_bytes > 0)
-            .map(|m| m.used_bytes as f64 / m.total_bytes as f64),
-        Metric::MemoryUsedBytes => r.memory.map(|m| m.used_bytes as f64),
-        Metric::MemoryFreeBytes => r.memory.map(|m| m.free_bytes as f64),
-        Metric::Power => r.power_watts,
-        Metric::PowerLimitRatio => {
-            let limit = h.power_limit_watts.filter(|l| *l > 0.0)?;
-            Some(r.power_watts? / limit)
-        }
-        Metric::UtilizationGpu => r.utilization_gpu_ratio,
-        Metric::UtilizationMemory => r.utilization_memory_ratio,
-        Metric::SmClock => r.sm_clock_hertz,
-        Metric::FanSpeed => h.fan_speed_ratio.iter().flatten().copied().reduce(f64::max),
-        Metric::PerformanceState => h.performance_state.map(f64::from),
-        Metric::PcieLinkWidth => h.pcie_link_width.map(f64::from),
-        Metric::SmActive => gpu.gpm.sm_active_ratio(),
-        Metric::ProcessMemoryBytes => gpu.groups.contains_key(&FieldGroup::Processes).then(|| {
-            gpu.processes
-                .iter()
-                .filter_map(|p| p.used_memory_bytes)
-                .sum::<u64>() as f64
-        }),
-        Metric::NvlinkDown => (!h.links.nvlink.is_empty()).then(|| h.links.links_down() as f64),
-        Metric::RecoveryActionNeeded => {
-            h.links
-                .recovery_action
-                .map(|action| if action == "none" { 0.0 } else { 1.0 })
-        }
-        Metric::PcieDegraded => {
-            let identity = &gpu.identity;
-            let below = h.pcie_link_width? < identity.pcie_max_link_width?
-                || h.pcie_link_gen? < identity.pcie_max_link_gen?;
-            let busy = r.utilization_gpu_ratio? >= PCIE_BUSY;
-            Some(if below && busy { 1.0 } else { 0.0 })
-        }
-    }
-}
-
-/// Utilization from which a GPU counts as busy for `pcie_degraded`.
-const PCIE_BUSY: f64 = 0.5;
-
-fn group(metric: Metric) -> FieldGroup {
-    match metric {
-        Metric::Temperature
-        | Metric::MemoryTemperature
-        | Metric::DegreesBelowSlowdown
-        | Metric::DegreesBelowShutdown => FieldGroup::Thermal,
-        Metric::MemoryUsedRatio | Metric::MemoryUsedBytes | Metric::MemoryFreeBytes => {
-            FieldGroup::Memory
-        }
-        Metric::Power | Metric::PowerLimitRatio => FieldGroup::Power,
-        Metric::UtilizationGpu | Metric::UtilizationMemory => FieldGroup::Utilization,
-        Metric::SmClock => FieldGroup::Clocks,
-        Metric::FanSpeed
-        | Metric::PerformanceState
-        | Metric::NvlinkDown
-        | Metric::RecoveryActionNeeded => FieldGroup::Device,
-        Metric::PcieLinkWidth | Metric::PcieDegraded => FieldGroup::Pcie,
-        Metric::SmActive => FieldGroup::Gpm,
-        Metric::ProcessMemoryBytes => FieldGroup::Processes,
-    }
-}
-
-/// A GPU-level condition on one GPU: (true?, value).
-fn check(
-    condition: &Condition,
-    gpu: &GpuSnapshot,
-    changes: &Changes,
-    memory: &GpuMemory,
-) -> (bool, Option<f64>) {
-    let yes_no = |b: bool| (b, Some(if b { 1.0 } else { 0.0 }));
-    match condition {
-        Condition::Compare {
-            metric,
-            op,
-            threshold,
-        } => {
-            let value = metric_value(gpu, *metric);
-            (value.is_some_and(|v| op.holds(v, *threshold)), value)
-        }
-        Condition::ClockEvent { mask } => match gpu.readings.clock_event_reasons {
-            Some(active) => yes_no(active & mask != 0),
-            None => (false, None),
-        },
-        Condition::GpuLost => yes_no(!gpu.is_up()),
-        Condition::Xid { codes } => match changes.xid.iter().find(|c| codes.contains(c)) {
-            Some(code) => (true, Some(*code as f64)),
-            None => (false, None),
-        },
-        Condition::Increase { counter } => match changes.increased.get(counter) {
-            Some(by) => (true, Some(*by as f64)),
-            None => (false, None),
-        },
-        Condition::Flag { flag } => {
-            let h = &gpu.health;
-            let value = match flag {
-                Flag::RemapFailure => h.remapped_rows_failure,
-                Flag::RemapPending => h.remapped_rows_pending,
-                Flag::RetiredPagesPending => h.retired_pages_pending,
-            };
-            match value {
-                Some(b) => yes_no(b),
-                None => (false, None),
-            }
-        }
-        Condition::Absent { metric } => {
-            let missing = gpu.is_up()
-                && metric_value(gpu, *metric).is_none()
-                && (memory.seen.contains(metric)
-                    || gpu.groups.get(&group(*metric)) == Some(&false));
-            (missing, None)
-        }
-        Condition::Stale { .. }
-        | Condition::FitsNowhere { .. }
-        | Condition::GpusMissingFromDriver => (false, None),
-        Condition::TemperatureAnomaly { margin } => match changes.anomaly {
-            Some(score) => (score.is_anomalous(*margin), Some(score.above_mean)),
-            None => (false, None),
-        },
-        Condition::PeerHotter { margin } => match changes.peer {
-            Some(excess) => (excess >= *margin, Some(excess)),
-            None => (false, None),
-        },
-        Condition::All(list) => {
-            let mut last = (true, None);
-            for c in list {
-                let (holds, value) = check(c, gpu, changes, memory);
-                last = (last.0 && holds, value);
-            }
-            last
-        }
-        Condition::Any(list) => {
-            let mut first_value = None;
-            for c in list {
-                let (holds, value) = check(c, gpu, changes, memory);
-                if holds {
-                    return (true, value);
-                }
-                first_value = first_value.or(value);
-            }
-            (false, first_value)
-        }
-    }
-}
-
-/// The PCI addresses of the NVIDIA GPUs on the bus that NVML does not list.
-pub fn missing_from_driver(snapshot: &Snapshot) -> Vec<String> {
-    snapshot.collection.health.missing_from_driver(
-        snapshot
-            .gpus
-            .iter()
-            .filter_map(|g| g.identity.pci_bus_id.as_deref()),
-    )
-}
-
-/// A node-level condition.
-fn node_check(condition: &Condition, snapshot: &Snapshot, now: SystemTime) -> (bool, Option<f64>) {
-    match condition {
-        Condition::Stale { max_age } => {
-            let age = now
-                .duration_since(snapshot.taken_at)
-                .unwrap_or(Duration::ZERO);
-            (age > *max_age, Some(age.as_secs_f64()))
-        }
-        Condition::FitsNowhere { profile, margin } => {
-            let total = crate::capacity::node_total(snapshot, profile, *margin);
-            (total == 0, Some(total as f64))
-        }
-        Condition::GpusMissingFromDriver => {
-            let missing = missing_from_driver(snapshot).len();
-            (missing > 0, Some(missing as f64))
-        }
-        _ => (false, None),
-    }
 }
 
 /// The alert map as a list, since JSON object keys must be strings.

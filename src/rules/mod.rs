@@ -14,15 +14,18 @@
 pub mod anomaly;
 pub mod builtin;
 pub mod capacity;
+pub mod check;
 pub mod condition;
+mod condition_parse;
 pub mod eval;
 pub mod parse;
 pub mod rule;
 pub mod template;
 
 pub use builtin::builtin_rules;
-pub use condition::{Condition, Counter, Flag, Metric, Op};
-pub use eval::{evaluate, metric_value, missing_from_driver, Alert, EvalState, GpuMemory};
+pub use check::{metric_value, missing_from_driver, GpuEvalState};
+pub use condition::{Condition, Counter, Direction, Flag, Metric, Op};
+pub use eval::{evaluate, Alert, EvalState};
 pub use parse::{parse_rules, rules_from_raw, RawRule, RawRules};
 pub use rule::{fingerprint, gpu_id, AlertKey, AlertState, Rule, Severity, Target, Transition};
 pub use template::{Context, Template, TemplateError};

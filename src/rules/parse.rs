@@ -29,7 +29,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::builtin::builtin_rules;
-use super::condition::Condition;
+use super::condition::{Condition, Direction};
 use super::rule::{Rule, Severity};
 use super::template::Template;
 use crate::limits::{self, show_duration, Limits};
@@ -269,15 +269,15 @@ fn check_clear(condition: &Condition, clear: f64) -> Result<(), String> {
         ));
     };
     match op.direction() {
-        Some(true) if clear < *threshold => Ok(()),
-        Some(false) if clear > *threshold => Ok(()),
-        Some(true) => Err(format!(
+        Direction::Up if clear < *threshold => Ok(()),
+        Direction::Down if clear > *threshold => Ok(()),
+        Direction::Up => Err(format!(
             "must be below the threshold {threshold} for \"{condition}\" (the alert resolves once the value falls below it)"
         )),
-        Some(false) => Err(format!(
+        Direction::Down => Err(format!(
             "must be above the threshold {threshold} for \"{condition}\" (the alert resolves once the value rises above it)"
         )),
-        None => Err(format!(
+        Direction::Neither => Err(format!(
             "needs a >, >=, < or <= comparison, not \"{condition}\""
         )),
     }

@@ -188,3 +188,21 @@ pub fn fingerprint(labels: &BTreeMap<String, String>) -> String {
     }
     format!("{hash:016x}")
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::fingerprint;
+
+    #[test]
+    fn fingerprints_are_stable_and_label_sensitive() {
+        let mut a = BTreeMap::new();
+        a.insert("alertname".to_string(), "GpuLost".to_string());
+        assert_eq!(fingerprint(&a), fingerprint(&a.clone()));
+        assert_eq!(fingerprint(&a).len(), 16);
+        let mut b = a.clone();
+        b.insert("gpu".to_string(), "0".to_string());
+        assert_ne!(fingerprint(&a), fingerprint(&b));
+    }
+}

@@ -28,8 +28,8 @@ pub struct Rendered {
     pub message_id: String,
 }
 
-/// The payload's facts, read once.
-struct Alert<'a> {
+/// The facts of the message's alert, read once (not [`crate::rules::Alert`]).
+struct Facts<'a> {
     status: &'a str,
     name: &'a str,
     severity: &'a str,
@@ -51,11 +51,11 @@ fn text<'a>(map: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
     map.get(key).map(String::as_str).filter(|s| !s.is_empty())
 }
 
-impl<'a> Alert<'a> {
+impl<'a> Facts<'a> {
     /// The first alert of `message`: email messages are never grouped
     /// (the configuration refuses `group_wait` for email receivers), so it
     /// is the only one.
-    fn read(message: &'a OutboxMessage) -> Alert<'a> {
+    fn read(message: &'a OutboxMessage) -> Facts<'a> {
         static NONE: OutboxAlert = OutboxAlert {
             status: Status::Firing,
             labels: BTreeMap::new(),
@@ -68,7 +68,7 @@ impl<'a> Alert<'a> {
         };
         let alert = message.alerts.first().unwrap_or(&NONE);
         let label = |k| text(&alert.labels, k);
-        Alert {
+        Facts {
             status: match alert.status {
                 Status::Firing => "firing",
                 Status::Resolved => "resolved",
@@ -224,7 +224,7 @@ impl<'a> Alert<'a> {
 
 /// Renders the email for `message`.
 pub fn render(message: &OutboxMessage) -> Rendered {
-    let alert = Alert::read(message);
+    let alert = Facts::read(message);
     Rendered {
         subject: alert.subject(),
         text: plain(&alert),
@@ -234,7 +234,7 @@ pub fn render(message: &OutboxMessage) -> Rendered {
     }
 }
 
-fn plain(a: &Alert) -> String {
+fn plain(a: &Facts) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}\n", a.subject());
     for note in [a.summary, a.description].into_iter().flatten() {
@@ -284,7 +284,7 @@ fn plain(a: &Alert) -> String {
     out
 }
 
-fn html(a: &Alert) -> String {
+fn html(a: &Facts) -> String {
     let mut out = String::new();
     let colour = match (a.status, a.severity) {
         ("resolved", _) => "#2e7d32",
@@ -494,142 +494,4 @@ fn clock(unix: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::outbox::message::ZERO_TIME;
-    use serde_json::json;
-
-    fn payload(status: &str, external_url: &str) -> OutboxMessage {
-        let p = json!({
-            "version": "4",
-            "status": status,
-            "receiver": "mail",
-            "externalURL": external_url,
-            "alerts": [{
-                "status": status,
-                "labels": {
-                    "alertname": "GpuHwThermalSlowdown",
-                    "severity": "warning",
-                    "host": "node-1",
-                    "gpu": "3",
-                    "uuid": "GPU-3333",
-                    "team": "<ml & infra>"
-                },
-                "annotations": {"summary": "GPU 3 <throttles> & \"burns\""},
-                "startsAt": "2026-11-29T18:00:00.000Z",
-                "endsAt": if status == "firing" { ZERO_TIME } else { "2026-11-29T18:10:00.000Z" },
-                "fingerprint": "0123456789abcdef",
-            }],
-        });
-        let mut p: OutboxMessage = serde_json::from_value(p).expect("a message");
-        p.alerts[0].details = Some(Details {
-            condition: Some("clock_event(hw_thermal_slowdown)".into()),
-            value: Some(1.0),
-            threshold: None,
-            gpu_name: Some("NVIDIA H100".into()),
-            metric: Some(MetricDetails {
-                name: "temperature".into(),
-                label: "GPU temperature".into(),
-                unit: "°C".into(),
-                current: Some(90.0),
-                limit: Some(88.0),
-                limit_name: Some("slowdown threshold".into()),
-                history: Some(HistorySummary {
-                    from: 1_795_000_000.0,
-                    to: 1_795_001_800.0,
-                    step_seconds: 30.0,
-                    min: 64.0,
-                    avg: 72.25,
-                    max: 90.0,
-                    points: vec![Some(64.0), None, Some(80.0), Some(90.0)],
-                }),
-            }),
-        });
-        p
-    }
-
-    #[test]
-    fn firing_subject_names_the_alert_host_gpu_and_model() {
-        let r = render(&payload("firing", ""));
-        assert_eq!(
-            r.subject,
-            "[FIRING] GpuHwThermalSlowdown on node-1 gpu 3 (NVIDIA H100)"
-        );
-        assert_eq!(r.fingerprint, "0123456789abcdef");
-        let resolved = render(&payload("resolved", ""));
-        assert!(
-            resolved.subject.starts_with("[RESOLVED] "),
-            "{}",
-            resolved.subject
-        );
-        assert_ne!(r.message_id, resolved.message_id);
-        assert_eq!(r.message_id, render(&payload("firing", "")).message_id);
-        assert!(r
-            .message_id
-            .starts_with("<gpuwatch.0123456789abcdef.firing."));
-        assert!(r.message_id.ends_with("@node-1>"));
-    }
-
-    #[test]
-    fn text_has_the_facts_and_the_history() {
-        let r = render(&payload("firing", ""));
-        for needle in [
-            "Severity:    warning",
-            "GPU:         3 NVIDIA H100 (GPU-3333)",
-            "Condition:   clock_event(hw_thermal_slowdown)",
-            "Reading:     GPU temperature: 90 °C (slowdown threshold 88 °C)",
-            "Started:     2026-11-29T18:00:00.000Z",
-            "team=<ml & infra>",
-            "GPU temperature, last 30 min",
-            "min 64 °C  avg 72.2 °C  max 90 °C",
-            "▁ ▅█",
-            "set server.external_url",
-        ] {
-            assert!(r.text.contains(needle), "{needle:?} not in\n{}", r.text);
-        }
-        assert!(!r.text.contains("Ended:"));
-        assert!(render(&payload("resolved", ""))
-            .text
-            .contains("Ended:       2026-11-29T18:10:00.000Z"));
-    }
-
-    #[test]
-    fn html_escapes_everything_from_the_payload() {
-        let r = render(&payload("firing", "http://node-1:9842/"));
-        assert!(r
-            .html
-            .contains("GPU 3 &lt;throttles&gt; &amp; &quot;burns&quot;"));
-        assert!(r.html.contains("team=&lt;ml &amp; infra&gt;"));
-        assert!(!r.html.contains("<throttles>"));
-        assert!(!r.html.contains("<ml"));
-        assert!(r.html.contains("<svg"));
-        assert!(r.html.contains("<polyline"));
-        assert!(r
-            .html
-            .contains("http://node-1:9842/api/v1/history?gpu=GPU-3333&amp;metric=temperature"));
-        assert!(r
-            .text
-            .contains("Active alerts: http://node-1:9842/api/v1/alerts"));
-    }
-
-    #[test]
-    fn without_details_the_history_section_is_left_out() {
-        let mut p = payload("firing", "");
-        p.alerts[0].details = None;
-        let r = render(&p);
-        assert_eq!(r.subject, "[FIRING] GpuHwThermalSlowdown on node-1 gpu 3");
-        assert!(!r.text.contains("last 30 min"));
-        assert!(!r.html.contains("<svg"));
-        assert!(r.text.contains("Alert:       GpuHwThermalSlowdown"));
-    }
-
-    #[test]
-    fn numbers_read_well() {
-        assert_eq!(number(90.0), "90");
-        assert_eq!(number(0.95), "0.95");
-        assert_eq!(with_unit(72.25, "°C"), "72.2 °C");
-        assert_eq!(with_unit(45.0, "%"), "45%");
-        assert_eq!(with_unit(81920.0, "MiB"), "81920 MiB");
-        assert_eq!(clock(1_795_000_000.0), "11:06 UTC");
-    }
-}
+mod tests;
