@@ -5,7 +5,9 @@ pub mod gpm;
 pub mod links;
 pub mod node_health;
 pub mod nvml;
+pub mod pci_address;
 pub mod reasons;
 pub mod snapshot;
+pub mod unix_time;
 
 pub use snapshot::*;

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::snapshot::unix_seconds;
+use super::unix_time::unix_seconds;
 
 /// The node's hardware health as of one tick. `Default` is "not read"
 /// (turned off, or a one-off sample that never starts the readers).
@@ -35,7 +35,7 @@ impl NodeHealth {
         &self,
         nvml_bus_ids: impl Iterator<Item = &'a str> + Clone,
     ) -> Vec<String> {
-        use crate::health::pci::PciAddress;
+        use super::pci_address::PciAddress;
         let Some(on_bus) = &self.pci_gpus else {
             return Vec::new();
         };

@@ -4,9 +4,11 @@
 //! these types and nothing else. Each reading is an `Option`: absent means the
 //! GPU or driver could not give it, never zero.
 
+pub(crate) use super::unix_time::unix_seconds;
+pub use super::unix_time::{now_ms, unix_ms, unix_seconds_f64};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -497,33 +499,6 @@ impl GpuSnapshot {
     pub fn is_up(&self) -> bool {
         self.status == GpuStatus::Up
     }
-}
-
-/// Seconds since the Unix epoch, as a float (0 for times before it).
-pub fn unix_seconds_f64(time: SystemTime) -> f64 {
-    time.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-/// Milliseconds since the Unix epoch (0 for times before it): how the
-/// history, alert and outbox tables store times.
-pub fn unix_ms(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// [`unix_ms`] of now.
-pub fn now_ms() -> i64 {
-    unix_ms(SystemTime::now())
-}
-
-pub(crate) fn unix_seconds<S: serde::Serializer>(
-    time: &SystemTime,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(unix_seconds_f64(*time))
 }
 
 fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -9,11 +9,11 @@
 
 pub mod catalog;
 pub mod parse;
-pub mod pci;
 pub mod pci_scan;
 #[cfg(test)]
 mod proptests;
 pub mod reader;
+pub mod settings;
 pub mod verdict;
 
 use std::path::PathBuf;
@@ -24,12 +24,12 @@ use std::time::{Duration, SystemTime};
 
 use tracing::{debug, info, warn};
 
-use crate::config::HealthConfig;
 use crate::sampler::xid::{KernelXid, XidTable};
 use crate::sampler::{Sampler, SnapshotReceiver};
+use settings::HealthConfig;
 
+use crate::gpu::pci_address::PciAddress;
 use parse::{KernelEvent, XidReport};
-use pci::PciAddress;
 use reader::{Follower, ReadLine};
 
 /// How often the log is polled: also the longest delay of a kernel-log Xid.

@@ -4,7 +4,7 @@
 //! reports. Pure and total: any input gives an answer, never a panic, and
 //! nothing it keeps is longer than [`MAX_LINE`].
 
-use super::pci::PciAddress;
+use crate::gpu::pci_address::PciAddress;
 
 /// Longest line considered, in bytes; the rest of a longer line is cut off
 /// (the kernel's own record limit is about 1 KiB; this leaves room).

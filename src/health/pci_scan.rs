@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::pci::PciAddress;
+use crate::gpu::pci_address::PciAddress;
 
 /// NVIDIA's PCI vendor id.
 pub const NVIDIA_VENDOR: u32 = 0x10de;

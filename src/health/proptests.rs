@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 
 use super::parse::{parse_message, split_line, KernelEvent, MAX_LINE, MAX_NAME, MAX_TEXT};
-use super::pci::PciAddress;
+use crate::gpu::pci_address::PciAddress;
 
 /// Pieces real lines are made of, to reach deep into the parser.
 fn piece() -> impl Strategy<Value = String> {

@@ -72,7 +72,7 @@ pub struct Verdict {
 
 /// Xid codes the built-in `GpuXidFatal` rule treats as reset-class.
 fn reset_class(code: u64) -> bool {
-    crate::rules::builtin::XID_FATAL.contains(&code)
+    super::catalog::XID_FATAL.contains(&code)
 }
 
 /// The verdict of `gpu` at `now`.

@@ -453,9 +453,11 @@ mod tests {
     fn xid_events_carry_the_catalogs_advice() {
         let info = xid_info("xid", Some(13)).expect("in the catalog");
         assert_eq!(info.action.as_str(), "RESTART_APP");
+        let fell_off = xid_info("xid", Some(79)).expect("in the catalog");
+        assert_eq!(fell_off.action.as_str(), "RESTART_BM");
         assert!(
-            xid_info("xid", Some(79)).is_none(),
-            "not read from the catalog yet"
+            xid_info("xid", Some(163)).is_none(),
+            "a code NVIDIA has not published"
         );
         assert!(
             xid_info("process_start", Some(13)).is_none(),

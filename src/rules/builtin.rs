@@ -17,15 +17,7 @@ use super::condition::{Condition, Counter, Flag, Metric, Op};
 use super::rule::{Rule, Severity};
 use super::template::Template;
 
-/// Xid codes that need a GPU reset or a reboot (DCGM treats them as fatal):
-/// 48 double-bit ECC, 61/62 internal micro-controller halt, 64 row-remapper
-/// / page-retirement failure, 74 NVLink, 79 fallen off the bus, 95
-/// uncontained ECC, 119/120 GSP timeout/error, 140 unrecovered ECC. The same
-/// set as the bundled Prometheus rule `GpuXidFatal`.
-pub const XID_FATAL: &[u64] = &[48, 61, 62, 64, 74, 79, 95, 119, 120, 140];
-
-/// Xid 94: an uncorrectable ECC error contained to one application.
-pub const XID_CONTAINED: &[u64] = &[94];
+pub use crate::health::catalog::{XID_CONTAINED, XID_FATAL};
 
 /// One GiB.
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;

@@ -323,7 +323,7 @@ pub enum Condition {
         margin: u64,
     },
     /// NVIDIA GPUs sit on the PCI bus that NVML does not list (node-level;
-    /// the value is how many, see [`crate::health::pci_scan`]).
+    /// the value is how many, see the health module's PCI scan).
     GpusMissingFromDriver,
     /// Any of these (GPU-level) conditions.
     Any(Vec<Condition>),

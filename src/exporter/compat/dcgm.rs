@@ -12,37 +12,17 @@
 //! dashboards and alerts query. Untyped keeps the name in both formats, and
 //! `rate()` and `increase()` work on it as on the original.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::{Family, Labels};
+use crate::exporter::families::Family;
 use crate::gpu::{GpuSnapshot, Snapshot};
 
+use super::dcgm_labels::labels;
 use super::tidy;
 
 const MIB: u64 = 1024 * 1024;
-
-/// dcgm-exporter's labels of one GPU.
-pub(super) fn labels<'a>(snapshot: &'a Snapshot, gpu: &'a GpuSnapshot) -> Labels<'a> {
-    let identity = &gpu.identity;
-    let text = |v: &'a Option<String>| Cow::Borrowed(v.as_deref().unwrap_or(""));
-    vec![
-        ("gpu", Cow::Owned(gpu.index.to_string())),
-        ("UUID", Cow::Borrowed(gpu.uuid.as_str())),
-        ("pci_bus_id", text(&identity.pci_bus_id)),
-        // dcgm-exporter names the device node; gpuwatch assumes the usual
-        // /dev/nvidiaN with N the NVML index.
-        ("device", Cow::Owned(format!("nvidia{}", gpu.index))),
-        ("modelName", text(&identity.name)),
-        ("Hostname", Cow::Borrowed(snapshot.hostname.as_str())),
-        (
-            "DCGM_FI_DRIVER_VERSION",
-            text(&snapshot.system.driver_version),
-        ),
-    ]
-}
 
 fn percent(ratio: Option<f64>) -> Option<f64> {
     ratio.map(|r| tidy(r * 100.0))

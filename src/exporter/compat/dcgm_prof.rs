@@ -21,7 +21,7 @@ use crate::exporter::families::{Family, Labels};
 use crate::gpu::gpm::GpmMetrics;
 use crate::gpu::Snapshot;
 
-use super::dcgm::labels;
+use super::dcgm_labels::labels;
 use super::tidy;
 
 const MIB: f64 = 1024.0 * 1024.0;

@@ -11,6 +11,7 @@
 //! snapshot lacks stays absent.
 
 pub mod dcgm;
+mod dcgm_labels;
 pub mod dcgm_prof;
 pub mod nvidia_smi;
 pub mod nvidia_smi_extra;

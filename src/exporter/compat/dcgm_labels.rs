@@ -1,0 +1,27 @@
+//! dcgm-exporter's labels of a GPU, shared by its device fields (`dcgm`)
+//! and its profiling fields (`dcgm_prof`).
+
+use std::borrow::Cow;
+
+use crate::exporter::families::Labels;
+use crate::gpu::{GpuSnapshot, Snapshot};
+
+/// dcgm-exporter's labels of one GPU.
+pub(super) fn labels<'a>(snapshot: &'a Snapshot, gpu: &'a GpuSnapshot) -> Labels<'a> {
+    let identity = &gpu.identity;
+    let text = |v: &'a Option<String>| Cow::Borrowed(v.as_deref().unwrap_or(""));
+    vec![
+        ("gpu", Cow::Owned(gpu.index.to_string())),
+        ("UUID", Cow::Borrowed(gpu.uuid.as_str())),
+        ("pci_bus_id", text(&identity.pci_bus_id)),
+        // dcgm-exporter names the device node; gpuwatch assumes the usual
+        // /dev/nvidiaN with N the NVML index.
+        ("device", Cow::Owned(format!("nvidia{}", gpu.index))),
+        ("modelName", text(&identity.name)),
+        ("Hostname", Cow::Borrowed(snapshot.hostname.as_str())),
+        (
+            "DCGM_FI_DRIVER_VERSION",
+            text(&snapshot.system.driver_version),
+        ),
+    ]
+}

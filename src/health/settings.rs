@@ -1,0 +1,26 @@
+//! Where the hardware-health readers look: plain settings that `config`
+//! fills in from `[health]` (kept here so that health does not import the
+//! configuration, which imports the rules that read health's catalog).
+
+use std::path::PathBuf;
+
+/// The kernel log read by default.
+pub const DEFAULT_KERNEL_LOG: &str = "/dev/kmsg";
+/// The PCI device tree read by default.
+pub const DEFAULT_PCI_DEVICES: &str = "/sys/bus/pci/devices";
+
+/// Hardware-health settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthConfig {
+    /// The kernel log to follow: `/dev/kmsg`, or a regular file followed
+    /// like `tail -F` (tests, replays); `None` when turned off (`""`).
+    pub kernel_log: Option<PathBuf>,
+    /// Whether the file set `kernel_log` (with `--simulate` the host's log
+    /// is read only then: it does not describe simulated GPUs).
+    pub kernel_log_explicit: bool,
+    /// The sysfs PCI device tree to count GPUs in; `None` when turned off.
+    pub pci_devices: Option<PathBuf>,
+    /// Whether the file set `pci_devices` (with `--simulate` the host's bus
+    /// is read only then).
+    pub pci_devices_explicit: bool,
+}
