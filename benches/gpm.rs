@@ -13,36 +13,11 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{median, run_size, thread_cpu};
+use common::{median, run_size, thread_cpu, CallCounter};
 
 use gpuwatch::gpu::nvml::Driver;
 use gpuwatch::sampler::procnames::ProcessNames;
 use gpuwatch::sampler::reader::{NodeReader, Tiers};
-
-/// The simulator's own call counter, through the same loaded library.
-struct CallCounter {
-    _lib: libloading::Library,
-    total: unsafe extern "C" fn() -> u64,
-}
-
-impl CallCounter {
-    fn open(path: &std::path::Path) -> CallCounter {
-        // SAFETY: the simulator library exports `nvmlSimTotalCalls() -> u64`;
-        // loading it again returns the already-loaded instance.
-        unsafe {
-            let lib = libloading::Library::new(path).expect("load the simulator library");
-            let total = *lib
-                .get::<unsafe extern "C" fn() -> u64>(b"nvmlSimTotalCalls\0")
-                .expect("nvmlSimTotalCalls is exported");
-            CallCounter { _lib: lib, total }
-        }
-    }
-
-    fn total(&self) -> u64 {
-        // SAFETY: a plain counter read with no arguments.
-        unsafe { (self.total)() }
-    }
-}
 
 fn main() {
     let (smoke, quick) = run_size();

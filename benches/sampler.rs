@@ -15,7 +15,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{median, percentile, run_size, thread_cpu};
+use common::{median, percentile, run_size, thread_cpu, CallCounter};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -27,31 +27,6 @@ use gpuwatch::sampler::reader::{NodeReader, Tiers};
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::Nvml;
-
-/// The simulator's own call counter, through the same loaded library.
-struct CallCounter {
-    _lib: libloading::Library,
-    total: unsafe extern "C" fn() -> u64,
-}
-
-impl CallCounter {
-    fn open(path: &std::path::Path) -> CallCounter {
-        // SAFETY: the simulator library exports `nvmlSimTotalCalls() -> u64`;
-        // loading it again returns the already-loaded instance.
-        unsafe {
-            let lib = libloading::Library::new(path).expect("load the simulator library");
-            let total = *lib
-                .get::<unsafe extern "C" fn() -> u64>(b"nvmlSimTotalCalls\0")
-                .expect("nvmlSimTotalCalls is exported");
-            CallCounter { _lib: lib, total }
-        }
-    }
-
-    fn total(&self) -> u64 {
-        // SAFETY: a plain counter read with no arguments.
-        unsafe { (self.total)() }
-    }
-}
 
 fn main() {
     let (smoke, quick) = run_size();

@@ -39,3 +39,29 @@ pub fn run_size() -> (bool, bool) {
     }
     (smoke, smoke || std::env::args().any(|a| a == "--quick"))
 }
+
+/// The simulator's own call counter (`nvmlSimTotalCalls`), through the
+/// same loaded library: NVML calls per tick, counted where they land.
+pub struct CallCounter {
+    _lib: libloading::Library,
+    total: unsafe extern "C" fn() -> u64,
+}
+
+impl CallCounter {
+    pub fn open(path: &std::path::Path) -> CallCounter {
+        // SAFETY: the simulator library exports `nvmlSimTotalCalls() -> u64`;
+        // loading it again returns the already-loaded instance.
+        unsafe {
+            let lib = libloading::Library::new(path).expect("load the simulator library");
+            let total = *lib
+                .get::<unsafe extern "C" fn() -> u64>(b"nvmlSimTotalCalls\0")
+                .expect("nvmlSimTotalCalls is exported");
+            CallCounter { _lib: lib, total }
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        // SAFETY: a plain counter read with no arguments.
+        unsafe { (self.total)() }
+    }
+}
