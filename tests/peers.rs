@@ -31,12 +31,7 @@ const DCGM: &str = "dcgm-exporter-dashboard.json";
 /// Panels known to stay empty on gpuwatch: (dashboard, panel title, why).
 #[rustfmt::skip]
 const EMPTY_PANELS: &[(&str, &str, &str)] = &[
-    (NGE, "Recovery Action", "gpuwatch does not read NVML's GPU recovery action"),
     (NGE, "Fabric State", "gpuwatch does not read the NVLink fabric state"),
-    (NGE, "PCIe Throughput", "gpuwatch does not sample PCIe throughput"),
-    (NGE_OVERVIEW, "Recovery Action (history)", "gpuwatch does not read NVML's GPU recovery action"),
-    (NGE_OVERVIEW, "PCIe TX", "gpuwatch does not sample PCIe throughput"),
-    (NGE_OVERVIEW, "PCIe RX", "gpuwatch does not sample PCIe throughput"),
 ];
 
 fn load(file: &str) -> Value {

@@ -1,7 +1,8 @@
 //! The `nvidia_smi_*` families that nvidia_gpu_exporter writes itself rather
 //! than from an `nvidia-smi --query-gpu` field: `nvidia_smi_index`, which its
 //! dashboards' `$job`/`$node` variables read, the energy counter, the
-//! per-process families, the Xid families and the MIG memory families.
+//! per-process families, the Xid families, the MIG memory families, the
+//! recovery action and PCIe throughput.
 //! Names, types and label sets are those of its `internal/exporter`.
 
 use std::borrow::Cow;
@@ -14,6 +15,7 @@ use crate::gpu::snapshot::unix_seconds_f64;
 use crate::gpu::{FieldGroup, GpuSnapshot, ProcessKind, Snapshot};
 
 use crate::exporter::families::uuid_label;
+use crate::gpu::links::RECOVERY_ACTIONS;
 
 struct Families<'a> {
     index: Family<'a>,
@@ -29,6 +31,9 @@ struct Families<'a> {
     mig_used: Family<'a>,
     mig_sm: Family<'a>,
     mig_tensor: Family<'a>,
+    recovery_action: Family<'a>,
+    pcie_tx: Family<'a>,
+    pcie_rx: Family<'a>,
 }
 
 impl<'a> Families<'a> {
@@ -96,6 +101,21 @@ impl<'a> Families<'a> {
                 "Share of time a tensor pipe of the GPU instance was active (GPM), 0..1.",
                 None,
             ),
+            recovery_action: Family::gauge(
+                "nvidia_smi_gpu_recovery_action",
+                "What the driver says the GPU needs (NVML field 230): 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset. Absent where the driver cannot tell.",
+                None,
+            ),
+            pcie_tx: Family::gauge(
+                "nvidia_smi_pcie_throughput_tx_bytes_per_second",
+                "PCIe bytes per second the GPU sent over the last sample period (GPM; absent on GPUs without GPM).",
+                None,
+            ),
+            pcie_rx: Family::gauge(
+                "nvidia_smi_pcie_throughput_rx_bytes_per_second",
+                "PCIe bytes per second the GPU received over the last sample period (GPM; absent on GPUs without GPM).",
+                None,
+            ),
         }
     }
 
@@ -114,6 +134,9 @@ impl<'a> Families<'a> {
             &self.mig_used,
             &self.mig_sm,
             &self.mig_tensor,
+            &self.recovery_action,
+            &self.pcie_tx,
+            &self.pcie_rx,
         ] {
             family.encode(encoder)?;
         }
@@ -169,6 +192,17 @@ impl<'a> Families<'a> {
                 .push(labels.clone(), mig.memory_used_bytes as f64);
             labels.push(("mig_uuid", Cow::Borrowed(mig.uuid.as_str())));
             self.mig_info.push(labels, 1.0);
+        }
+        let recovery = gpu.health.links.recovery_action.and_then(|action| {
+            RECOVERY_ACTIONS
+                .iter()
+                .position(|a| *a == action)
+                .map(|i| i as f64)
+        });
+        self.recovery_action.push_some(id(), recovery);
+        if let Some(m) = &gpu.gpm.gpu {
+            self.pcie_tx.push_some(id(), m.pcie_tx_bytes_per_second);
+            self.pcie_rx.push_some(id(), m.pcie_rx_bytes_per_second);
         }
         for instance in &gpu.gpm.instances {
             let mut labels = id();
