@@ -13,26 +13,15 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{median, run_size, thread_cpu, CallCounter};
+use common::{median, run_size, simulated, thread_cpu, tick_rounds};
 
-use gpuwatch::gpu::nvml::Driver;
 use gpuwatch::sampler::procnames::ProcessNames;
 use gpuwatch::sampler::reader::{NodeReader, Tiers};
 
 fn main() {
     let (smoke, quick) = run_size();
-    let rounds = if smoke {
-        20
-    } else if quick {
-        300
-    } else {
-        3000
-    };
-    std::env::set_var(nvml_sim::ENV_SCENARIO, "builtin:h100x8");
-    let library = gpuwatch::sim::locate_library()
-        .expect("build the simulator first: cargo build --workspace --release");
-    let driver = Driver::open(Some(&library)).expect("open the simulator");
-    let counter = CallCounter::open(&library);
+    let rounds = tick_rounds(smoke, quick);
+    let (_library, driver, counter) = simulated("builtin:h100x8");
     let names = || ProcessNames::new(None);
     let mut on = NodeReader::with_gpm(&driver, "bench".into(), names(), true);
     let mut off = NodeReader::with_gpm(&driver, "bench".into(), names(), false);

@@ -15,7 +15,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{median, percentile, run_size, thread_cpu, CallCounter};
+use common::{median, percentile, run_size, simulated, thread_cpu, tick_rounds};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -30,18 +30,8 @@ use nvml_wrapper::Nvml;
 
 fn main() {
     let (smoke, quick) = run_size();
-    let rounds = if smoke {
-        20
-    } else if quick {
-        300
-    } else {
-        3000
-    };
-    std::env::set_var(nvml_sim::ENV_SCENARIO, "builtin:h100x8");
-    let library = gpuwatch::sim::locate_library()
-        .expect("build the simulator first: cargo build --workspace --release");
-    let driver = Driver::open(Some(&library)).expect("open the simulator");
-    let counter = CallCounter::open(&library);
+    let rounds = tick_rounds(smoke, quick);
+    let (library, driver, counter) = simulated("builtin:h100x8");
     let mut reader = NodeReader::new(&driver, "bench".into(), ProcessNames::new(None));
     let gpus = reader.gpu_count() as f64;
     let full = reader.tick(Tiers::ALL, None);

@@ -11,7 +11,7 @@
 mod common;
 
 use common::kubelet::FakeKubelet;
-use common::promql::Prometheus;
+use common::promql::{regex_escape, Prometheus};
 use common::{fixture, Agent, Metrics};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -227,19 +227,6 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
         token.clear();
     }
     names
-}
-
-/// Regex-escapes a value the way Grafana's Prometheus datasource does for a
-/// multi-value variable (a backslash, doubled inside the PromQL string).
-fn regex_escape(value: &str) -> String {
-    let mut out = String::new();
-    for c in value.chars() {
-        if "$^*+?.()|\\{}[]".contains(c) {
-            out.push_str("\\\\");
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// A variable's values as Grafana interpolates them into a query.

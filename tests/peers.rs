@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::promql::Prometheus;
+use common::promql::{regex_escape, Prometheus};
 use common::{fixture, Agent};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -78,19 +78,6 @@ fn substitute(expr: &str, vars: &[(&str, &str)]) -> String {
     for (name, value) in vars.iter().chain(intervals.iter()) {
         out = out.replace(&format!("${{{name}}}"), value);
         out = out.replace(&format!("${name}"), value);
-    }
-    out
-}
-
-/// Regex-escapes a value as Grafana's Prometheus datasource does for a
-/// multi-value variable (a backslash, doubled inside the PromQL string).
-fn regex_escape(value: &str) -> String {
-    let mut out = String::new();
-    for c in value.chars() {
-        if "$^*+?.()|\\{}[]".contains(c) {
-            out.push_str("\\\\");
-        }
-        out.push(c);
     }
     out
 }

@@ -65,3 +65,25 @@ impl CallCounter {
         unsafe { (self.total)() }
     }
 }
+
+/// Ticks to time: few for a smoke run, some for `--quick`, else 3 000.
+pub fn tick_rounds(smoke: bool, quick: bool) -> usize {
+    if smoke {
+        20
+    } else if quick {
+        300
+    } else {
+        3000
+    }
+}
+
+/// The simulator library playing `scenario`, NVML opened on it, and its call
+/// counter: the setup of the benchmarks that tick a `NodeReader`.
+pub fn simulated(scenario: &str) -> (std::path::PathBuf, gpuwatch::gpu::nvml::Driver, CallCounter) {
+    std::env::set_var(nvml_sim::ENV_SCENARIO, scenario);
+    let library = gpuwatch::sim::locate_library()
+        .expect("build the simulator first: cargo build --workspace --release");
+    let driver = gpuwatch::gpu::nvml::Driver::open(Some(&library)).expect("open the simulator");
+    let counter = CallCounter::open(&library);
+    (library, driver, counter)
+}

@@ -107,3 +107,16 @@ impl Prometheus {
         self.server.log()
     }
 }
+
+/// Regex-escapes a value the way Grafana's Prometheus datasource does for a
+/// multi-value variable (a backslash, doubled inside the PromQL string).
+pub fn regex_escape(value: &str) -> String {
+    let mut out = String::new();
+    for c in value.chars() {
+        if "$^*+?.()|\\{}[]".contains(c) {
+            out.push_str("\\\\");
+        }
+        out.push(c);
+    }
+    out
+}
