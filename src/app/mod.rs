@@ -83,8 +83,8 @@ fn resolve_source(options: &SourceOptions, config: &Config) -> anyhow::Result<So
         if options.nvml_library.is_some() {
             bail!("--simulate and --nvml-library exclude each other: the simulator is an NVML library of its own");
         }
-        let choice = sim::choose_scenario(scenario.as_deref())?;
         let library = sim::locate_library()?;
+        let choice = sim::Simulator::load(&library)?.choose_scenario(scenario.as_deref())?;
         sim::select_scenario(&choice);
         return Ok(Source {
             library: Some(library),

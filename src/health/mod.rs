@@ -51,7 +51,7 @@ const PCI_EVERY: Duration = Duration::from_secs(30);
 /// Whether the agent runs on simulated GPUs (`--simulate`): then the host's
 /// kernel log and PCI bus do not describe them.
 fn simulated() -> bool {
-    std::env::var_os(nvml_sim::ENV_SCENARIO).is_some()
+    std::env::var_os(crate::sim::ENV_SCENARIO).is_some()
 }
 
 /// The PCI tree to count GPUs in: with `--simulate`, only one the file names.
@@ -65,7 +65,7 @@ fn pci_path(config: &HealthConfig, simulated: bool) -> Option<PathBuf> {
 /// Starts the hardware-health readers the configuration asks for; `None`
 /// when all are off. Keep the handle for as long as the agent runs.
 pub fn start(config: &HealthConfig, sampler: &Sampler) -> Option<HealthReader> {
-    let kernel_log = kernel_log_path(config, simulated(), std::env::var_os(nvml_sim::ENV_KMSG));
+    let kernel_log = kernel_log_path(config, simulated(), std::env::var_os(crate::sim::ENV_KMSG));
     let pci = pci_path(config, simulated());
     if kernel_log.is_none() && pci.is_none() {
         return None;

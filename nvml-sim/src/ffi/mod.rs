@@ -8,6 +8,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod calls;
+mod check;
 mod control;
 mod device;
 mod events;
@@ -26,6 +27,7 @@ pub(crate) fn function_names() -> &'static [&'static str] {
 }
 
 pub use calls::{nvmlSimCallCount, nvmlSimResetCallCounts, nvmlSimTotalCalls};
+pub use check::*;
 pub use control::nvmlSimSetTime;
 pub use device::*;
 pub use events::*;
