@@ -176,9 +176,17 @@ impl Store {
             // B-tree, the last one only partly filled: 1 KiB pages make that
             // rewrite a quarter of the bytes of the default 4 KiB ones
             // (applies to new databases; see benches/history.rs).
-            .page_size(1024);
+            .page_size(1024)
+            // SQLite's default page cache grows to 2 MiB per connection as
+            // the history grows; the OS page cache keeps the file's pages
+            // anyway, so 512 KiB per connection costs a few preads, not disk
+            // reads (see README "Footprint").
+            .pragma("cache_size", "-512");
         let pool = SqlitePoolOptions::new()
-            .max_connections(4)
+            // One connection for the writer, one for a reader (WAL lets a
+            // query run while a batch commits); each connection is a thread
+            // and a page cache of its own.
+            .max_connections(2)
             // A "ping" before each acquisition is a round trip to the
             // connection's thread that tests nothing for a local file (a
             // dead connection fails its next statement, and the writer
