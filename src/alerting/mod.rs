@@ -107,6 +107,8 @@ pub struct Persist {
     pub retention: Retention,
     /// The agent's external URL, for the messages' links.
     pub external_url: String,
+    /// Rung after new outbox rows were committed (the dispatchers wait on it).
+    pub doorbell: crate::outbox::Doorbell,
 }
 
 /// Where the alerting task keeps its state, if anywhere.
@@ -222,6 +224,9 @@ pub async fn run(
             let rows = message::outgoing(&messages, &p.external_url, &details);
             match store::save(&p.store.pool, &state, &transitions, &rows, &changes).await {
                 Ok(()) => {
+                    if !rows.is_empty() {
+                        p.doorbell.ring();
+                    }
                     last_save = std::time::Instant::now();
                     plan::apply(&mut notified, &changes);
                 }

@@ -185,6 +185,8 @@ pub(super) struct Notifiers {
     destinations: Vec<Destination>,
     /// Where the dispatchers' panics are counted (`subsystem="notify"`).
     panics: Arc<Panics>,
+    /// Rung by alerting when it queued messages; the dispatchers wait on it.
+    doorbell: crate::outbox::Doorbell,
 }
 
 impl Notifiers {
@@ -211,6 +213,7 @@ impl Notifiers {
                 .collect(),
             receivers,
             panics: panics.clone(),
+            doorbell: crate::outbox::Doorbell::default(),
         }
     }
 
@@ -225,6 +228,7 @@ impl Notifiers {
                     receiver.clone(),
                     store.pool.clone(),
                     stats.clone(),
+                    self.doorbell.listener(),
                     shutdown.clone(),
                 ),
             ));
@@ -252,6 +256,7 @@ impl Notifiers {
             silences,
             retention: run.retention,
             external_url: run.external_url.clone(),
+            doorbell: self.doorbell.clone(),
         }
     }
 }

@@ -25,21 +25,28 @@ use super::alertmanager::{self, AlertmanagerConfig};
 use super::{
     now_ms, outbox, random_unit, Outcome, ReceiverConfig, ReceiverKind, ReceiverStats, Redactor,
 };
+use crate::outbox::doorbell::Listener;
 use crate::outbox::OutboxMessage;
 
-/// How often the outbox is looked at when nothing is due (new rows are
-/// noticed within this).
-const POLL: Duration = Duration::from_millis(500);
+/// How long to wait for the next look at the outbox when the database
+/// cannot be read.
+const RETRY: Duration = Duration::from_millis(500);
+/// How often the outbox is looked at when it is empty and the doorbell does
+/// not ring (rows written by anything but this agent's alerting, e.g. an
+/// older agent still running against the same file, are noticed within this).
+const IDLE: Duration = Duration::from_secs(30);
 /// The first re-send after a start waits at most this long (less with a
 /// shorter `resend_interval`), so that the first evaluation has resolved
 /// what stopped firing while the agent was down.
 const FIRST_RESEND: Duration = Duration::from_secs(10);
 
-/// Runs until `shutdown` turns true.
+/// Runs until `shutdown` turns true; looks at the outbox when `doorbell`
+/// rings, when the head of the queue is due, and every [`IDLE`].
 pub async fn run(
     receiver: ReceiverConfig,
     pool: SqlitePool,
     stats: Arc<ReceiverStats>,
+    mut doorbell: Listener,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let kind = Arc::new(receiver.kind.clone());
@@ -69,7 +76,7 @@ pub async fn run(
             Ok(wait) => wait,
             Err(e) => {
                 warn!(receiver = %receiver.name, error = %e, "Cannot read or update the notification outbox; trying again shortly.");
-                POLL
+                RETRY
             }
         };
         if let Some(resend) = &resend {
@@ -80,6 +87,7 @@ pub async fn run(
         }
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
+            _ = doorbell.rung() => {}
             _ = shutdown.changed() => {}
         }
     }
@@ -98,11 +106,13 @@ async fn step(
     let (depth, oldest) = outbox::depth(pool, &receiver.name).await?;
     stats.set_depth(depth, oldest);
     let Some(row) = outbox::head(pool, &receiver.name).await? else {
-        return Ok(POLL);
+        return Ok(IDLE);
     };
     let now = now_ms();
     if row.due_ms > now {
-        return Ok(Duration::from_millis((row.due_ms - now) as u64).min(POLL));
+        // Only this dispatcher moves its head: nothing to look at before
+        // it is due (a new row queues behind it and rings the doorbell).
+        return Ok(Duration::from_millis((row.due_ms - now) as u64).min(IDLE));
     }
     let outcome = match OutboxMessage::parse(&row.payload) {
         Ok(message) => {
@@ -110,7 +120,7 @@ async fn step(
             // At shutdown the row stays, and goes out again after the restart.
             let Some(outcome) = attempt(move || sending.send(&message), redactor, shutdown).await
             else {
-                return Ok(POLL);
+                return Ok(RETRY);
             };
             outcome
         }
@@ -268,7 +278,14 @@ mod tests {
         tx.commit().await.expect("commit");
         let stats = Arc::new(ReceiverStats::new(&receiver.name));
         let (stop, shutdown) = watch::channel(false);
-        let task = tokio::spawn(run(receiver, pool.clone(), stats, shutdown));
+        let bell = crate::outbox::Doorbell::default();
+        let task = tokio::spawn(run(
+            receiver,
+            pool.clone(),
+            stats,
+            bell.listener(),
+            shutdown,
+        ));
         let mut row = None;
         for _ in 0..200 {
             row = sqlx::query_as::<_, (String, i64, Option<String>)>(
@@ -339,6 +356,52 @@ mod tests {
         );
     }
 
+    /// A row queued after the dispatcher went idle is sent when the
+    /// doorbell rings, not at the next idle look (30 s later): the
+    /// dispatcher no longer polls the outbox twice a second.
+    #[tokio::test]
+    async fn a_row_queued_later_goes_when_the_doorbell_rings() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open_for_writing(&dir.path().join("h.db"), Durability::Normal)
+            .await
+            .expect("open");
+        let pool = store.pool.clone();
+        let receiver = webhook("http://127.0.0.1:1/alerts".into());
+        let stats = Arc::new(ReceiverStats::new(&receiver.name));
+        let (stop, shutdown) = watch::channel(false);
+        let bell = crate::outbox::Doorbell::default();
+        let task = tokio::spawn(run(
+            receiver,
+            pool.clone(),
+            stats.clone(),
+            bell.listener(),
+            shutdown,
+        ));
+        // Its first look at the empty outbox takes milliseconds; then it
+        // waits (formerly: 500 ms, now: the doorbell or 30 s).
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let mut tx = pool.begin().await.expect("begin");
+        outbox::insert(&mut tx, "hook", "f1", "{}", now_ms())
+            .await
+            .expect("insert");
+        tx.commit().await.expect("commit");
+        bell.ring();
+        let mut state = String::new();
+        for _ in 0..200 {
+            state = sqlx::query_scalar("SELECT state FROM outbox WHERE fingerprint = 'f1'")
+                .fetch_one(&pool)
+                .await
+                .expect("row");
+            if state != "pending" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = stop.send(true);
+        task.await.expect("dispatcher");
+        assert_eq!(state, "failed", "the ring woke the dispatcher");
+    }
+
     /// A webhook whose header value has a line break can never be sent:
     /// its message fails at the first attempt and stays failed (it used to
     /// be retried forever), with a reason that has no secret in it.
@@ -367,7 +430,14 @@ mod tests {
         };
         let stats = Arc::new(ReceiverStats::new("hook"));
         let (stop, shutdown) = watch::channel(false);
-        let task = tokio::spawn(run(receiver, pool.clone(), stats.clone(), shutdown));
+        let bell = crate::outbox::Doorbell::default();
+        let task = tokio::spawn(run(
+            receiver,
+            pool.clone(),
+            stats.clone(),
+            bell.listener(),
+            shutdown,
+        ));
         let read = || async {
             sqlx::query_as::<_, (String, i64, Option<String>)>(
                 "SELECT state, attempts, last_error FROM outbox WHERE fingerprint = 'f1'",

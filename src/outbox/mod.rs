@@ -10,14 +10,18 @@
 //!   reading behind the alert and its recent history), gathered when the
 //!   message is written.
 //! - [`store`]: the outbox table's SQL.
+//! - [`doorbell`]: rung when rows were added, so receivers wait instead of
+//!   polling.
 //!
 //! Alerting does not import the notifiers: both import this module (the
 //! notifiers import alerting only for a receiver's route and the
 //! Alertmanager re-sends).
 
 pub mod details;
+pub mod doorbell;
 pub mod message;
 pub mod store;
 
 pub use details::Details;
+pub use doorbell::Doorbell;
 pub use message::{OutboxAlert, OutboxMessage, Status};
