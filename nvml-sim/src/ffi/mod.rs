@@ -10,11 +10,13 @@
 mod calls;
 mod control;
 mod device;
+mod ecc;
 mod events;
 mod gpm;
 mod kmsg;
 mod nvlink;
 mod out;
+mod processes;
 mod sharing;
 mod state;
 mod system;
@@ -28,8 +30,10 @@ pub(crate) fn function_names() -> &'static [&'static str] {
 pub use calls::{nvmlSimCallCount, nvmlSimResetCallCounts, nvmlSimTotalCalls};
 pub use control::nvmlSimSetTime;
 pub use device::*;
+pub use ecc::*;
 pub use events::*;
 pub use gpm::*;
 pub use nvlink::*;
+pub use processes::*;
 pub use sharing::*;
 pub use system::*;
