@@ -94,7 +94,7 @@ fn conditions_parse_and_print() {
         ("absent(power", "closing parenthesis"),
         ("", "empty"),
     ] {
-        let error = Condition::parse(bad).expect_err(bad);
+        let error = Condition::parse(bad).expect_err(bad).to_string();
         assert!(error.contains(why), "{bad}: {error}");
     }
 }
@@ -214,4 +214,23 @@ clear = 90
     let problems =
         parse_rules("[[rules]]\ncondition = \"gpu_lost\"\n", "rules.toml").expect_err("no name");
     assert_eq!(problems[0].field, "rules[0]");
+}
+
+/// A refused number or duration keeps its parser's error as the source,
+/// and the message stays the one the user reads.
+#[test]
+fn condition_errors_keep_their_source() {
+    use std::error::Error;
+    let error = Condition::parse("xid(abc)").expect_err("not a code");
+    assert!(error.source().is_some(), "{error}");
+    assert_eq!(
+        error.to_string(),
+        "\"abc\" is not an Xid code (a positive integer)"
+    );
+    let error = Condition::parse("xid(0)").expect_err("zero");
+    assert!(error.source().is_none(), "{error}");
+    let error = Condition::parse("stale(soon)").expect_err("no duration");
+    assert!(error.source().is_some(), "{error}");
+    let error = Condition::parse("temperature_anomaly(warm)").expect_err("no margin");
+    assert!(error.source().is_some(), "{error}");
 }
