@@ -32,7 +32,7 @@ use crate::sampler::SnapshotSink;
 /// History as the running agent uses it, after the first attempt to open.
 pub(super) struct HistoryRun {
     /// The database, or why it could not be opened at start.
-    opened: Result<Store, String>,
+    opened: Result<Store, store::HistoryError>,
     reopen: Reopen,
     snapshots: mpsc::Receiver<Arc<Snapshot>>,
     pub(super) stats: Arc<HistoryStats>,
@@ -71,7 +71,7 @@ pub(super) async fn open_at_start(
                 if notifications { "; alert notifications are held (their outbox lives in that database) and queued once it opens" } else { "" },
                 attach::MAX_RETRY_DELAY.as_secs(),
             );
-            Err(e.to_string())
+            Err(e)
         }
         Err(e) => return Err(e.into()),
     };
@@ -126,7 +126,9 @@ impl Attached {
                 };
                 (Slot::ready(store), silences)
             }
-            Err(reason) => {
+            Err(error) => {
+                // Shown by the API and compared by the retries as text.
+                let reason = error.to_string();
                 let (publish, store) = Slot::channel(Availability::Down(reason.clone()));
                 tasks.push(spawn_supervised(
                     "history",

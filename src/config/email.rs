@@ -27,11 +27,33 @@ pub(super) fn email_fields(r: &RawReceiver) -> Vec<(&'static str, Option<Range<u
     ]
 }
 
+/// How a smarthost should be written.
+const SMARTHOST_EXAMPLE: &str = "write it like \"smtp.example.com:587\"";
+
+/// Why a smarthost is refused; each message shows how to write one.
+#[derive(Debug, thiserror::Error)]
+pub enum SmarthostError {
+    /// No `:port`.
+    #[error("\"{0}\" has no port; {SMARTHOST_EXAMPLE}")]
+    NoPort(String),
+    /// The host part is empty or not a host name.
+    #[error("\"{0}\" is not host:port; {SMARTHOST_EXAMPLE}")]
+    NotHostPort(String),
+    /// The port is not a number in 1-65535.
+    #[error("\"{port}\" is not a port (1-65535); {SMARTHOST_EXAMPLE}")]
+    BadPort {
+        /// The port as written.
+        port: String,
+        /// Why it is not a number (none for 0).
+        #[source]
+        source: Option<std::num::ParseIntError>,
+    },
+}
+
 /// Splits "host:port" ("[v6]:port" for IPv6).
-pub fn parse_smarthost(text: &str) -> Result<(String, u16), String> {
-    let example = "write it like \"smtp.example.com:587\"";
+pub fn parse_smarthost(text: &str) -> Result<(String, u16), SmarthostError> {
     let Some((host, port)) = text.rsplit_once(':') else {
-        return Err(format!("\"{text}\" has no port; {example}"));
+        return Err(SmarthostError::NoPort(text.to_string()));
     };
     let host = host
         .strip_prefix('[')
@@ -41,11 +63,18 @@ pub fn parse_smarthost(text: &str) -> Result<(String, u16), String> {
         || host.contains(|c: char| c.is_whitespace() || c.is_control())
         || host.contains(['/', '@'])
     {
-        return Err(format!("\"{text}\" is not host:port; {example}"));
+        return Err(SmarthostError::NotHostPort(text.to_string()));
     }
     match port.parse::<u16>() {
         Ok(port) if port > 0 => Ok((host.to_string(), port)),
-        _ => Err(format!("\"{port}\" is not a port (1-65535); {example}")),
+        Ok(_) => Err(SmarthostError::BadPort {
+            port: port.to_string(),
+            source: None,
+        }),
+        Err(source) => Err(SmarthostError::BadPort {
+            port: port.to_string(),
+            source: Some(source),
+        }),
     }
 }
 
@@ -83,7 +112,7 @@ impl Validator<'_> {
             Some(s) => match parse_smarthost(s.get_ref()) {
                 Ok(hp) => Some(hp),
                 Err(e) => {
-                    self.problem(&field("smarthost"), s.span(), &e);
+                    self.problem(&field("smarthost"), s.span(), &e.to_string());
                     None
                 }
             },
@@ -306,6 +335,7 @@ mod tests {
         );
         assert!(parse_smarthost("smtp.example.com")
             .unwrap_err()
+            .to_string()
             .contains("no port"));
         assert!(parse_smarthost("smtp.example.com:0").is_err());
         assert!(parse_smarthost("smtp.example.com:smtp").is_err());

@@ -28,16 +28,54 @@ pub enum LogFormat {
 /// The levels a filter directive may name.
 const LEVELS: &str = "off, error, warn, info, debug or trace";
 
+/// What to write instead of a bad filter.
+const FILTER_EXAMPLE: &str =
+    "use a level such as \"info\", or target=level directives such as \"gpuwatch=debug,info\"";
+
+/// Why a log filter is refused; each message says what to write instead.
+#[derive(Debug, thiserror::Error)]
+pub enum FilterError {
+    /// Nothing but blanks.
+    #[error("is empty; {FILTER_EXAMPLE}")]
+    Empty,
+    /// A directive with a span filter but no `=level` after it.
+    #[error("\"{directive}\" has no level; write it like \"{directive}=debug\" ({LEVELS})")]
+    NoLevel {
+        /// The directive as written.
+        directive: String,
+    },
+    /// A lone word that is not a level (`EnvFilter` would read it as a target).
+    #[error("\"{directive}\" is not a level ({LEVELS}); {FILTER_EXAMPLE}")]
+    NotALevel {
+        /// The word as written.
+        directive: String,
+    },
+    /// A `target=level` directive whose level is unknown.
+    #[error("\"{level}\" in \"{directive}\" is not a level ({LEVELS}); {FILTER_EXAMPLE}")]
+    UnknownLevel {
+        /// The level as written.
+        level: String,
+        /// The directive it is in.
+        directive: String,
+    },
+    /// Levels known, but `EnvFilter` refuses the whole.
+    #[error("\"{text}\" is not a log filter ({source}); {FILTER_EXAMPLE}")]
+    Invalid {
+        /// The filter as written.
+        text: String,
+        /// What `EnvFilter` said.
+        source: tracing_subscriber::filter::ParseError,
+    },
+}
+
 /// Checks a log filter: what `tracing_subscriber`'s `EnvFilter` accepts,
 /// and every directive's level a known level. `EnvFilter` reads a lone
 /// word that is not a level as a target ("warnn" enables the target
 /// `warnn` and nothing else, so the agent logs nothing): here a lone word
 /// must be a level, and a target needs its level written (`gpuwatch=trace`).
-pub fn check_filter(text: &str) -> Result<(), String> {
-    let example =
-        "use a level such as \"info\", or target=level directives such as \"gpuwatch=debug,info\"";
+pub fn check_filter(text: &str) -> Result<(), FilterError> {
     if text.trim().is_empty() {
-        return Err(format!("is empty; {example}"));
+        return Err(FilterError::Empty);
     }
     for directive in text.split(',').map(str::trim).filter(|d| !d.is_empty()) {
         // After a span filter ("target[span{field=value}]=level") only the
@@ -48,24 +86,31 @@ pub fn check_filter(text: &str) -> Result<(), String> {
             Some((_, level)) => level.trim(),
             None if tail_start == 0 => directive,
             None => {
-                return Err(format!(
-                    "\"{directive}\" has no level; write it like \"{directive}=debug\" ({LEVELS})"
-                ))
+                return Err(FilterError::NoLevel {
+                    directive: directive.to_string(),
+                })
             }
         };
         if level.is_empty() || LevelFilter::from_str(level).is_err() {
-            let what = if tail_start == 0 && !tail.contains('=') {
-                format!("\"{directive}\" is not a level ({LEVELS})")
+            return Err(if tail_start == 0 && !tail.contains('=') {
+                FilterError::NotALevel {
+                    directive: directive.to_string(),
+                }
             } else {
-                format!("\"{level}\" in \"{directive}\" is not a level ({LEVELS})")
-            };
-            return Err(format!("{what}; {example}"));
+                FilterError::UnknownLevel {
+                    level: level.to_string(),
+                    directive: directive.to_string(),
+                }
+            });
         }
     }
     tracing_subscriber::EnvFilter::builder()
         .parse(text)
         .map(|_| ())
-        .map_err(|error| format!("\"{text}\" is not a log filter ({error}); {example}"))
+        .map_err(|source| FilterError::Invalid {
+            text: text.to_string(),
+            source,
+        })
 }
 
 impl Validator<'_> {
@@ -89,8 +134,8 @@ impl Validator<'_> {
         };
         let level = match &log.level {
             Some(level) => {
-                if let Err(message) = check_filter(level.get_ref()) {
-                    self.problem("log.level", level.span(), &message);
+                if let Err(error) = check_filter(level.get_ref()) {
+                    self.problem("log.level", level.span(), &error.to_string());
                 }
                 level.get_ref().clone()
             }
@@ -116,20 +161,26 @@ mod tests {
             "gpuwatch[request]=debug",
             "3",
         ] {
-            assert_eq!(check_filter(good), Ok(()), "{good}");
+            assert!(check_filter(good).is_ok(), "{good}");
         }
     }
 
     #[test]
     fn unknown_levels_and_garbage_are_refused() {
-        let error = check_filter("warnn").expect_err("a misspelt level");
+        let error = check_filter("warnn")
+            .expect_err("a misspelt level")
+            .to_string();
         assert!(error.starts_with("\"warnn\" is not a level"), "{error}");
-        let error = check_filter("gpuwatch=verbose,info").expect_err("an unknown level");
+        let error = check_filter("gpuwatch=verbose,info")
+            .expect_err("an unknown level")
+            .to_string();
         assert!(
             error.starts_with("\"verbose\" in \"gpuwatch=verbose\" is not a level"),
             "{error}"
         );
-        let error = check_filter("gpuwatch[span]").expect_err("a span without a level");
+        let error = check_filter("gpuwatch[span]")
+            .expect_err("a span without a level")
+            .to_string();
         assert!(error.contains("has no level"), "{error}");
         for bad in [
             "",

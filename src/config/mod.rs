@@ -26,7 +26,7 @@ pub use crate::limits;
 pub use crate::problem::Problem;
 pub use health::HealthConfig;
 pub use history::HistoryConfig;
-pub use log::{check_filter, LogConfig, LogFormat};
+pub use log::{check_filter, FilterError, LogConfig, LogFormat};
 pub use sampler::SamplerConfig;
 pub use server::ServerConfig;
 pub use values::{control_character, parse_listen};

@@ -86,6 +86,41 @@ impl<'a> Family<'a> {
     }
 }
 
+/// Declares `struct Families`: one [`Family`] per entry, `new()` building
+/// each, and `encode()` writing them in the order written. An entry reads
+/// `field: constructor(arguments)`; the constructor is a function in the
+/// calling module's scope ([`gauge`] and [`counter`] here, or the module's
+/// own, as the compatibility families define theirs), so each table names
+/// its families in its own terms.
+macro_rules! families {
+    ($( $field:ident: $constructor:ident($($argument:expr),* $(,)?) ),* $(,)?) => {
+        struct Families<'a> { $( $field: $crate::exporter::families::Family<'a>, )* }
+        impl<'a> Families<'a> {
+            fn new() -> Self {
+                Families { $( $field: $constructor($($argument),*), )* }
+            }
+            fn encode(
+                &self,
+                encoder: &mut ::prometheus_client::encoding::DescriptorEncoder,
+            ) -> ::std::fmt::Result {
+                $( self.$field.encode(encoder)?; )*
+                Ok(())
+            }
+        }
+    };
+}
+pub(crate) use families;
+
+/// A gauge family: [`Family::gauge`] by the name [`families!`] tables use.
+pub fn gauge<'a>(name: &'static str, help: &'static str, unit: Option<Unit>) -> Family<'a> {
+    Family::gauge(name, help, unit)
+}
+
+/// A counter family: [`Family::counter`] by the name [`families!`] tables use.
+pub fn counter<'a>(name: &'static str, help: &'static str, unit: Option<Unit>) -> Family<'a> {
+    Family::counter(name, help, unit)
+}
+
 /// `Unit::Other` for units prometheus_client has no variant for.
 pub fn unit(name: &str) -> Option<Unit> {
     Some(match name {

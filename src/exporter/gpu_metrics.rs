@@ -11,8 +11,8 @@ use prometheus_client::encoding::DescriptorEncoder;
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus, Snapshot};
 
+use super::families::{counter, families, gauge, unit};
 pub use super::families::{flag, ids, with};
-use super::families::{unit, Family};
 
 /// Encodes every per-GPU family of `snapshot`, then the process, sharing
 /// and capacity families (see [`super::process_metrics`]).
@@ -28,21 +28,6 @@ pub fn encode(
     f.encode(encoder)?;
     super::gpm_metrics::encode(snapshot, encoder)?;
     super::process_metrics::encode(snapshot, options, encoder)
-}
-
-macro_rules! families {
-    ($( $field:ident: $kind:ident($name:literal, $help:literal, $unit:expr) ),* $(,)?) => {
-        struct Families<'a> { $( $field: Family<'a>, )* }
-        impl<'a> Families<'a> {
-            fn new() -> Self {
-                Families { $( $field: Family::$kind($name, $help, $unit), )* }
-            }
-            fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
-                $( self.$field.encode(encoder)?; )*
-                Ok(())
-            }
-        }
-    };
 }
 
 families! {

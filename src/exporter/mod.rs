@@ -14,7 +14,6 @@ mod cache;
 pub mod compat;
 pub mod families;
 pub mod gpm_metrics;
-#[macro_use]
 pub mod gpu_metrics;
 pub mod gzip;
 pub mod process_metrics;

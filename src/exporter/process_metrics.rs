@@ -15,7 +15,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use crate::capacity::{self, CapacityConfig};
 use crate::gpu::{GpuProcess, GpuSnapshot, Snapshot};
 
-use super::families::{flag, ids, unit, with, Family, Labels};
+use super::families::{families, flag, gauge, ids, unit, with, Labels};
 
 /// What the process and capacity families need besides the snapshot.
 #[derive(Debug, Clone)]

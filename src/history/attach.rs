@@ -30,6 +30,15 @@ pub enum Availability<T> {
     Down(String),
 }
 
+/// Why a [`Slot`]'s value is not there, as a person reads it (e.g. the
+/// storage fault that keeps the history database from opening).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct NotAvailable {
+    /// The reason the slot was last given.
+    pub reason: String,
+}
+
 /// A value some parts of the agent read and that may arrive after they
 /// started (the history database, the silences stored in it).
 #[derive(Debug, Clone)]
@@ -48,10 +57,12 @@ impl<T: Clone> Slot<T> {
     }
 
     /// The value now, or why it is not there.
-    pub fn get(&self) -> Result<T, String> {
+    pub fn get(&self) -> Result<T, NotAvailable> {
         match &*self.0.borrow() {
             Availability::Up(value) => Ok(value.clone()),
-            Availability::Down(reason) => Err(reason.clone()),
+            Availability::Down(reason) => Err(NotAvailable {
+                reason: reason.clone(),
+            }),
         }
     }
 
@@ -155,7 +166,12 @@ mod tests {
     #[tokio::test]
     async fn a_slot_reports_why_until_filled_and_wakes_waiters() {
         let (tx, slot) = Slot::channel(Availability::Down("disk full".to_string()));
-        assert_eq!(slot.get(), Err("disk full".to_string()));
+        assert_eq!(
+            slot.get(),
+            Err(NotAvailable {
+                reason: "disk full".to_string()
+            })
+        );
         let mut waiting = slot.clone();
         let waiter = tokio::spawn(async move { waiting.wait().await });
         tx.send_replace(Availability::Up(7));

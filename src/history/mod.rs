@@ -29,6 +29,10 @@ pub mod store;
 pub mod writer;
 
 #[cfg(test)]
+mod batch_tests;
+#[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
 mod migration_tests;
 #[cfg(test)]
 mod open_tests;

@@ -108,7 +108,7 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
     };
     let store = match api.store.get() {
         Ok(store) => store,
-        Err(reason) => return unavailable(&reason),
+        Err(down) => return unavailable(&down.reason),
     };
     let filter = match history_filter(query, Timestamp::now()) {
         Ok(filter) => filter,
@@ -144,7 +144,7 @@ pub async fn silences(state: &HttpState, request: Request<Incoming>) -> HttpResp
     };
     let silences = match silences.get() {
         Ok(silences) => silences,
-        Err(reason) => return unavailable(&reason),
+        Err(down) => return unavailable(&down.reason),
     };
     let now = Timestamp::now();
     let now_ms = now.as_ms();

@@ -93,7 +93,7 @@ pub async fn history(state: &HttpState, query: Option<&str>) -> HttpResponse {
     };
     let store = match api.store.get() {
         Ok(store) => store,
-        Err(reason) => return unavailable(&reason),
+        Err(down) => return unavailable(&down.reason),
     };
     let now = Timestamp::now();
     let q = match series_query(query, now) {
@@ -155,7 +155,7 @@ pub async fn events(state: &HttpState, query: Option<&str>) -> HttpResponse {
     };
     let store = match api.store.get() {
         Ok(store) => store,
-        Err(reason) => return unavailable(&reason),
+        Err(down) => return unavailable(&down.reason),
     };
     let q = match events_query(query, Timestamp::now()) {
         Ok(q) => q,

@@ -150,7 +150,7 @@ fn and_conditions_parse_print_and_refuse_mixing_with_or() {
     assert_eq!(c.threshold(), Some(0.2));
     let error =
         Condition::parse("utilization >= 0.9 and sm_active < 0.2 or gpu_lost").expect_err("mixed");
-    assert!(error.contains("mixes"), "{error}");
+    assert!(error.to_string().contains("mixes"), "{error}");
     let error = Condition::parse("sm_active < 0.2 and stale(30s)").expect_err("node-level");
-    assert!(error.contains("node-level"), "{error}");
+    assert!(error.to_string().contains("node-level"), "{error}");
 }

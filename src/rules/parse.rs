@@ -133,7 +133,7 @@ pub fn rules_from_raw(
         }
         let condition = entry.condition.as_ref().and_then(|text| {
             Condition::parse(text.get_ref())
-                .map_err(|message| v.problem(&at("condition"), Some(text.span()), &message))
+                .map_err(|error| v.problem(&at("condition"), Some(text.span()), &error.to_string()))
                 .ok()
         });
         if entry.enabled == Some(false) {
@@ -239,7 +239,7 @@ pub fn rules_from_raw(
             let value = *clear.get_ref();
             match check_clear(&rule.condition, value) {
                 Ok(()) => rule.clear = Some(value),
-                Err(message) => v.problem(&at("clear"), Some(clear.span()), &message),
+                Err(error) => v.problem(&at("clear"), Some(clear.span()), &error.to_string()),
             }
         }
         match base {
@@ -255,31 +255,60 @@ pub fn rules_from_raw(
     Ok(rules)
 }
 
+/// Why a `clear` threshold cannot be used with its rule's condition.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClearError {
+    /// Not a finite number.
+    #[error("{0} is not a number to compare with; write one such as 80")]
+    NotANumber(f64),
+    /// The condition is no comparison.
+    #[error(
+        "a clear threshold needs a comparison condition such as \"temperature > 85\", not \"{0}\""
+    )]
+    NotAComparison(Condition),
+    /// An upward comparison with a clear value not below its threshold.
+    #[error("must be below the threshold {threshold} for \"{condition}\" (the alert resolves once the value falls below it)")]
+    NotBelow {
+        /// The condition's threshold.
+        threshold: f64,
+        /// The condition.
+        condition: Condition,
+    },
+    /// A downward comparison with a clear value not above its threshold.
+    #[error("must be above the threshold {threshold} for \"{condition}\" (the alert resolves once the value rises above it)")]
+    NotAbove {
+        /// The condition's threshold.
+        threshold: f64,
+        /// The condition.
+        condition: Condition,
+    },
+    /// `==` or `!=`: no direction to clear in.
+    #[error("needs a >, >=, < or <= comparison, not \"{0}\"")]
+    NoDirection(Condition),
+}
+
 /// A clear threshold must belong to a comparison with a direction and lie
 /// on the far side of its threshold.
-fn check_clear(condition: &Condition, clear: f64) -> Result<(), String> {
+fn check_clear(condition: &Condition, clear: f64) -> Result<(), ClearError> {
     if !clear.is_finite() {
-        return Err(format!(
-            "{clear} is not a number to compare with; write one such as 80"
-        ));
+        return Err(ClearError::NotANumber(clear));
     }
     let Condition::Compare { op, threshold, .. } = condition else {
-        return Err(format!(
-            "a clear threshold needs a comparison condition such as \"temperature > 85\", not \"{condition}\""
-        ));
+        return Err(ClearError::NotAComparison(condition.clone()));
     };
+    let threshold = *threshold;
     match op.direction() {
-        Direction::Up if clear < *threshold => Ok(()),
-        Direction::Down if clear > *threshold => Ok(()),
-        Direction::Up => Err(format!(
-            "must be below the threshold {threshold} for \"{condition}\" (the alert resolves once the value falls below it)"
-        )),
-        Direction::Down => Err(format!(
-            "must be above the threshold {threshold} for \"{condition}\" (the alert resolves once the value rises above it)"
-        )),
-        Direction::Neither => Err(format!(
-            "needs a >, >=, < or <= comparison, not \"{condition}\""
-        )),
+        Direction::Up if clear < threshold => Ok(()),
+        Direction::Down if clear > threshold => Ok(()),
+        Direction::Up => Err(ClearError::NotBelow {
+            threshold,
+            condition: condition.clone(),
+        }),
+        Direction::Down => Err(ClearError::NotAbove {
+            threshold,
+            condition: condition.clone(),
+        }),
+        Direction::Neither => Err(ClearError::NoDirection(condition.clone())),
     }
 }
 

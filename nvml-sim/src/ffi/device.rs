@@ -1,10 +1,11 @@
-//! Per-device queries.
+//! Per-device queries: identity, memory, temperatures, power, clocks, fans,
+//! PCIe, encoder/decoder, modes, field values and violation time (ECC in
+//! `ecc.rs`, process lists in `processes.rs`).
 
-use super::calls::{guard, Func, NvmlResult};
+use super::calls::{guard, Func};
 use super::out::{epoch_us, fill_array, out, write_str};
 use super::state::{self, on_gpu, with_device};
 use crate::engine::{FieldValue, Unavailable, Violation};
-use crate::scenario::schema::ProcessKind;
 use crate::scenario::Feature;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong};
@@ -12,7 +13,6 @@ use std::ffi::{c_char, c_int, c_uint, c_ulonglong};
 const ENABLED: nvmlEnableState_t = nvmlEnableState_enum_NVML_FEATURE_ENABLED;
 const DISABLED: nvmlEnableState_t = nvmlEnableState_enum_NVML_FEATURE_DISABLED;
 const INVALID: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT;
-const INSUFFICIENT: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE;
 
 /// Defines an export `fn(device, *mut T)` that stores one engine reading.
 macro_rules! getter {
@@ -271,122 +271,6 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(
     })
 }
 
-/// ECC mode (current and pending are both enabled when ECC exists).
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetEccMode(
-    device: nvmlDevice_t,
-    current: *mut nvmlEnableState_t,
-    pending: *mut nvmlEnableState_t,
-) -> nvmlReturn_t {
-    guard(Func::nvmlDeviceGetEccMode, || {
-        let (current, pending) = (out(current)?, out(pending)?);
-        let on = if on_gpu(device, |g, t| g.ecc_enabled(t))? {
-            ENABLED
-        } else {
-            DISABLED
-        };
-        (*current, *pending) = (on, on);
-        Ok(())
-    })
-}
-
-/// ECC totals: errorType 0 corrected / 1 uncorrected; counterType 0 volatile / 1 aggregate.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
-    device: nvmlDevice_t,
-    error_type: nvmlMemoryErrorType_t,
-    counter_type: nvmlEccCounterType_t,
-    counts: *mut c_ulonglong,
-) -> nvmlReturn_t {
-    guard(Func::nvmlDeviceGetTotalEccErrors, || {
-        let counts = out(counts)?;
-        if error_type > 1 || counter_type > 1 {
-            return Err(INVALID);
-        }
-        let ecc = on_gpu(device, |g, t| g.ecc(t))?;
-        *counts = if error_type == 0 {
-            ecc.corrected
-        } else {
-            ecc.uncorrected
-        };
-        Ok(())
-    })
-}
-
-/// Shared body of the retired-pages calls (count query protocol).
-unsafe fn retired_pages(
-    device: nvmlDevice_t,
-    cause: c_uint,
-    count: *mut c_uint,
-    addresses: *mut c_ulonglong,
-    timestamps: *mut c_ulonglong,
-) -> NvmlResult {
-    let count = out(count)?;
-    if cause > 1 {
-        return Err(INVALID);
-    }
-    let pages = on_gpu(device, |g, t| g.retired_pages(cause, t))?;
-    let capacity = *count as usize;
-    *count = pages.len() as c_uint;
-    if pages.is_empty() {
-        return Ok(());
-    }
-    if addresses.is_null() || capacity < pages.len() {
-        return Err(INSUFFICIENT);
-    }
-    for (i, (address, stamp)) in pages.into_iter().enumerate() {
-        *addresses.add(i) = address;
-        if !timestamps.is_null() {
-            *timestamps.add(i) = stamp;
-        }
-    }
-    Ok(())
-}
-
-/// Retired page addresses for a cause (0 multiple SBE, 1 DBE).
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetRetiredPages(
-    device: nvmlDevice_t,
-    cause: nvmlPageRetirementCause_t,
-    count: *mut c_uint,
-    addresses: *mut c_ulonglong,
-) -> nvmlReturn_t {
-    guard(Func::nvmlDeviceGetRetiredPages, || {
-        retired_pages(device, cause, count, addresses, std::ptr::null_mut())
-    })
-}
-
-/// Retired page addresses and timestamps for a cause.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetRetiredPages_v2(
-    device: nvmlDevice_t,
-    cause: nvmlPageRetirementCause_t,
-    count: *mut c_uint,
-    addresses: *mut c_ulonglong,
-    timestamps: *mut c_ulonglong,
-) -> nvmlReturn_t {
-    guard(Func::nvmlDeviceGetRetiredPages_v2, || {
-        retired_pages(device, cause, count, addresses, timestamps)
-    })
-}
-
-/// Remapped rows: corrected, uncorrected, pending, failure.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
-    device: nvmlDevice_t,
-    corr: *mut c_uint,
-    unc: *mut c_uint,
-    pending: *mut c_uint,
-    failure: *mut c_uint,
-) -> nvmlReturn_t {
-    guard(Func::nvmlDeviceGetRemappedRows, || {
-        let (corr, unc, pending, failure) = (out(corr)?, out(unc)?, out(pending)?, out(failure)?);
-        let rows = on_gpu(device, |g, t| g.remapped_rows(t))?;
-        (*corr, *unc, *pending, *failure) = (rows.0, rows.1, rows.2.into(), rows.3.into());
-        Ok(())
-    })
-}
-
 /// Encoder or decoder utilization with a fixed 167 ms sampling period.
 unsafe fn codec(
     func: Func,
@@ -453,73 +337,6 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
         let on = c_uint::from(on_gpu(device, |g, t| g.mig(t))?);
         (*current, *pending) = (on, on);
         Ok(())
-    })
-}
-
-/// Shared body of the process-list calls (count query protocol).
-unsafe fn processes(
-    device: nvmlDevice_t,
-    count: *mut c_uint,
-    infos: *mut nvmlProcessInfo_t,
-    kind: Option<ProcessKind>,
-) -> NvmlResult {
-    let count = out(count)?;
-    let list = on_gpu(device, |g, t| match kind {
-        Some(kind) => g.processes(kind, t),
-        None => g.mps_processes(t),
-    })?;
-    let capacity = *count as usize;
-    *count = list.len() as c_uint;
-    if list.is_empty() {
-        return Ok(());
-    }
-    if infos.is_null() || capacity < list.len() {
-        return Err(INSUFFICIENT);
-    }
-    for (i, p) in list.iter().enumerate() {
-        *infos.add(i) = nvmlProcessInfo_t {
-            pid: p.pid,
-            usedGpuMemory: p.used_bytes,
-            gpuInstanceId: p.gpu_instance.unwrap_or(u32::MAX),
-            computeInstanceId: p.gpu_instance.map_or(u32::MAX, |_| 0),
-        };
-    }
-    Ok(())
-}
-
-/// Compute processes.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
-    device: nvmlDevice_t,
-    count: *mut c_uint,
-    infos: *mut nvmlProcessInfo_t,
-) -> nvmlReturn_t {
-    guard(Func::nvmlDeviceGetComputeRunningProcesses_v3, || {
-        processes(device, count, infos, Some(ProcessKind::Compute))
-    })
-}
-
-/// Graphics processes.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
-    device: nvmlDevice_t,
-    count: *mut c_uint,
-    infos: *mut nvmlProcessInfo_t,
-) -> nvmlReturn_t {
-    guard(Func::nvmlDeviceGetGraphicsRunningProcesses_v3, || {
-        processes(device, count, infos, Some(ProcessKind::Graphics))
-    })
-}
-
-/// MPS client processes.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
-    device: nvmlDevice_t,
-    count: *mut c_uint,
-    infos: *mut nvmlProcessInfo_t,
-) -> nvmlReturn_t {
-    guard(Func::nvmlDeviceGetMPSComputeRunningProcesses_v3, || {
-        processes(device, count, infos, None)
     })
 }
 

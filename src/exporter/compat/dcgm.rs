@@ -16,7 +16,7 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::Family;
+use crate::exporter::families::{families, Family};
 use crate::gpu::{GpuSnapshot, Snapshot};
 
 use super::dcgm_labels::labels;
@@ -36,26 +36,20 @@ fn flag(value: Option<bool>) -> Option<f64> {
     value.map(|b| if b { 1.0 } else { 0.0 })
 }
 
-macro_rules! dcgm_families {
-    ($( $field:ident: $kind:ident($name:literal, $help:literal) ),* $(,)?) => {
-        struct Families<'a> { $( $field: Family<'a>, )* }
-        impl<'a> Families<'a> {
-            fn new() -> Self {
-                Families { $( $field: dcgm_families!(@new $kind, $name, $help), )* }
-            }
-            fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
-                $( self.$field.encode(encoder)?; )*
-                Ok(())
-            }
-        }
-    };
-    (@new gauge, $name:literal, $help:literal) => { Family::gauge($name, $help, None) };
-    (@new counter, $name:literal, $help:literal) => { Family::untyped($name, $help) };
+/// A gauge in dcgm-exporter's CSV.
+fn gauge<'a>(name: &'static str, help: &'static str) -> Family<'a> {
+    Family::gauge(name, help, None)
+}
+
+/// A counter in dcgm-exporter's CSV, exported untyped (see the module
+/// documentation).
+fn counter<'a>(name: &'static str, help: &'static str) -> Family<'a> {
+    Family::untyped(name, help)
 }
 
 // `counter` here means "a counter in dcgm-exporter's CSV", exported untyped
 // (see the module documentation).
-dcgm_families! {
+families! {
     sm_clock: gauge("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz)."),
     mem_clock: gauge("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz)."),
     memory_temp: gauge("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C)."),

@@ -47,16 +47,11 @@ impl MetricsCompat {
     }
 
     /// Parses one name.
-    pub fn parse(name: &str) -> Result<MetricsCompat, String> {
+    pub fn parse(name: &str) -> Result<MetricsCompat, UnknownCompat> {
         MetricsCompat::ALL
             .into_iter()
             .find(|c| c.as_str() == name.trim())
-            .ok_or_else(|| {
-                format!(
-                    "\"{}\" is not a metrics compatibility set; use \"dcgm\" or \"nvidia_smi\" (or \"none\" on the command line)",
-                    name.trim()
-                )
-            })
+            .ok_or_else(|| UnknownCompat(name.trim().to_string()))
     }
 
     /// Parses the values of `--metrics-compat` (each may be a
@@ -65,7 +60,7 @@ impl MetricsCompat {
     /// sorted and without duplicates.
     pub fn parse_list<'a>(
         values: impl IntoIterator<Item = &'a str>,
-    ) -> Result<Vec<MetricsCompat>, String> {
+    ) -> Result<Vec<MetricsCompat>, UnknownCompat> {
         let mut out = Vec::new();
         for value in values {
             for name in value.split(',').map(str::trim) {
@@ -80,6 +75,11 @@ impl MetricsCompat {
         Ok(out)
     }
 }
+
+/// A name that is no metrics compatibility set (the name, trimmed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("\"{0}\" is not a metrics compatibility set; use \"dcgm\" or \"nvidia_smi\" (or \"none\" on the command line)")]
+pub struct UnknownCompat(pub String);
 
 impl fmt::Display for MetricsCompat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -136,7 +136,8 @@ mod tests {
         );
         assert_eq!(MetricsCompat::parse_list(["none"]), Ok(vec![]));
         let error = MetricsCompat::parse_list(["dcgm,prometheus"]).unwrap_err();
-        assert!(error.contains("\"prometheus\""), "{error}");
+        assert_eq!(error, UnknownCompat("prometheus".to_string()));
+        assert!(error.to_string().contains("\"prometheus\""), "{error}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::{uuid_label, Family, Labels};
+use crate::exporter::families::{families, uuid_label, Family, Labels};
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{GpuSnapshot, Snapshot};
 
@@ -29,67 +29,57 @@ fn compute_mode_number(mode: &str) -> Option<f64> {
     }
 }
 
-macro_rules! smi_families {
-    ($( $field:ident: ($name:literal, $help:literal) ),* $(,)?) => {
-        struct Families<'a> { $( $field: Family<'a>, )* }
-        impl<'a> Families<'a> {
-            fn new() -> Self {
-                Families { $( $field: Family::gauge($name, $help, None), )* }
-            }
-            fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
-                $( self.$field.encode(encoder)?; )*
-                Ok(())
-            }
-        }
-    };
+/// Every family of nvidia_gpu_exporter is a gauge without a unit.
+fn gauge<'a>(name: &'static str, help: &'static str) -> Family<'a> {
+    Family::gauge(name, help, None)
 }
 
 // HELP is the nvidia-smi field name with its unit, as that exporter writes it.
-smi_families! {
-    info: ("nvidia_smi_gpu_info", "A metric with a constant '1' value labeled by gpu uuid, name, driver_version, pci_bus_id, serial and index."),
-    util_gpu: ("nvidia_smi_utilization_gpu_ratio", "utilization.gpu [%]"),
-    util_mem: ("nvidia_smi_utilization_memory_ratio", "utilization.memory [%]"),
-    mem_total: ("nvidia_smi_memory_total_bytes", "memory.total [MiB]"),
-    mem_used: ("nvidia_smi_memory_used_bytes", "memory.used [MiB]"),
-    mem_free: ("nvidia_smi_memory_free_bytes", "memory.free [MiB]"),
-    mem_reserved: ("nvidia_smi_memory_reserved_bytes", "memory.reserved [MiB]"),
-    temp_gpu: ("nvidia_smi_temperature_gpu", "temperature.gpu"),
-    temp_mem: ("nvidia_smi_temperature_memory", "temperature.memory"),
-    power_draw: ("nvidia_smi_power_draw_watts", "power.draw [W]"),
-    enforced_limit: ("nvidia_smi_enforced_power_limit_watts", "enforced.power.limit [W]"),
-    default_limit: ("nvidia_smi_power_default_limit_watts", "power.default_limit [W]"),
-    sm_clock: ("nvidia_smi_clocks_current_sm_clock_hz", "clocks.current.sm [MHz]"),
-    mem_clock: ("nvidia_smi_clocks_current_memory_clock_hz", "clocks.current.memory [MHz]"),
-    max_sm_clock: ("nvidia_smi_clocks_max_sm_clock_hz", "clocks.max.sm [MHz]"),
-    max_mem_clock: ("nvidia_smi_clocks_max_memory_clock_hz", "clocks.max.memory [MHz]"),
-    graphics_clock: ("nvidia_smi_clocks_current_graphics_clock_hz", "clocks.current.graphics [MHz]"),
-    video_clock: ("nvidia_smi_clocks_current_video_clock_hz", "clocks.current.video [MHz]"),
-    max_graphics_clock: ("nvidia_smi_clocks_max_graphics_clock_hz", "clocks.max.graphics [MHz]"),
-    reasons_active: ("nvidia_smi_clocks_event_reasons_active", "clocks_event_reasons.active"),
-    reason_gpu_idle: ("nvidia_smi_clocks_event_reasons_gpu_idle", "clocks_event_reasons.gpu_idle"),
-    reason_app: ("nvidia_smi_clocks_event_reasons_applications_clocks_setting", "clocks_event_reasons.applications_clocks_setting"),
-    reason_sw_power: ("nvidia_smi_clocks_event_reasons_sw_power_cap", "clocks_event_reasons.sw_power_cap"),
-    reason_hw: ("nvidia_smi_clocks_event_reasons_hw_slowdown", "clocks_event_reasons.hw_slowdown"),
-    reason_hw_thermal: ("nvidia_smi_clocks_event_reasons_hw_thermal_slowdown", "clocks_event_reasons.hw_thermal_slowdown"),
-    reason_hw_brake: ("nvidia_smi_clocks_event_reasons_hw_power_brake_slowdown", "clocks_event_reasons.hw_power_brake_slowdown"),
-    reason_sw_thermal: ("nvidia_smi_clocks_event_reasons_sw_thermal_slowdown", "clocks_event_reasons.sw_thermal_slowdown"),
-    reason_sync: ("nvidia_smi_clocks_event_reasons_sync_boost", "clocks_event_reasons.sync_boost"),
-    pstate: ("nvidia_smi_pstate", "pstate"),
-    fan: ("nvidia_smi_fan_speed_ratio", "fan.speed [%]"),
-    pcie_gen: ("nvidia_smi_pcie_link_gen_current", "pcie.link.gen.current"),
-    pcie_gen_max: ("nvidia_smi_pcie_link_gen_max", "pcie.link.gen.max"),
-    pcie_width: ("nvidia_smi_pcie_link_width_current", "pcie.link.width.current"),
-    pcie_width_max: ("nvidia_smi_pcie_link_width_max", "pcie.link.width.max"),
-    compute_mode: ("nvidia_smi_compute_mode", "compute_mode"),
-    ecc_mode: ("nvidia_smi_ecc_mode_current", "ecc.mode.current"),
-    ecc_cor_vol: ("nvidia_smi_ecc_errors_corrected_volatile_total", "ecc.errors.corrected.volatile.total"),
-    ecc_unc_vol: ("nvidia_smi_ecc_errors_uncorrected_volatile_total", "ecc.errors.uncorrected.volatile.total"),
-    ecc_cor_agg: ("nvidia_smi_ecc_errors_corrected_aggregate_total", "ecc.errors.corrected.aggregate.total"),
-    ecc_unc_agg: ("nvidia_smi_ecc_errors_uncorrected_aggregate_total", "ecc.errors.uncorrected.aggregate.total"),
-    retired_sbe: ("nvidia_smi_retired_pages_single_bit_ecc_count", "retired_pages.single_bit_ecc.count"),
-    retired_dbe: ("nvidia_smi_retired_pages_double_bit_count", "retired_pages.double_bit.count"),
-    retired_pending: ("nvidia_smi_retired_pages_pending", "retired_pages.pending"),
-    mig_mode: ("nvidia_smi_mig_mode_current", "mig.mode.current"),
+families! {
+    info: gauge("nvidia_smi_gpu_info", "A metric with a constant '1' value labeled by gpu uuid, name, driver_version, pci_bus_id, serial and index."),
+    util_gpu: gauge("nvidia_smi_utilization_gpu_ratio", "utilization.gpu [%]"),
+    util_mem: gauge("nvidia_smi_utilization_memory_ratio", "utilization.memory [%]"),
+    mem_total: gauge("nvidia_smi_memory_total_bytes", "memory.total [MiB]"),
+    mem_used: gauge("nvidia_smi_memory_used_bytes", "memory.used [MiB]"),
+    mem_free: gauge("nvidia_smi_memory_free_bytes", "memory.free [MiB]"),
+    mem_reserved: gauge("nvidia_smi_memory_reserved_bytes", "memory.reserved [MiB]"),
+    temp_gpu: gauge("nvidia_smi_temperature_gpu", "temperature.gpu"),
+    temp_mem: gauge("nvidia_smi_temperature_memory", "temperature.memory"),
+    power_draw: gauge("nvidia_smi_power_draw_watts", "power.draw [W]"),
+    enforced_limit: gauge("nvidia_smi_enforced_power_limit_watts", "enforced.power.limit [W]"),
+    default_limit: gauge("nvidia_smi_power_default_limit_watts", "power.default_limit [W]"),
+    sm_clock: gauge("nvidia_smi_clocks_current_sm_clock_hz", "clocks.current.sm [MHz]"),
+    mem_clock: gauge("nvidia_smi_clocks_current_memory_clock_hz", "clocks.current.memory [MHz]"),
+    max_sm_clock: gauge("nvidia_smi_clocks_max_sm_clock_hz", "clocks.max.sm [MHz]"),
+    max_mem_clock: gauge("nvidia_smi_clocks_max_memory_clock_hz", "clocks.max.memory [MHz]"),
+    graphics_clock: gauge("nvidia_smi_clocks_current_graphics_clock_hz", "clocks.current.graphics [MHz]"),
+    video_clock: gauge("nvidia_smi_clocks_current_video_clock_hz", "clocks.current.video [MHz]"),
+    max_graphics_clock: gauge("nvidia_smi_clocks_max_graphics_clock_hz", "clocks.max.graphics [MHz]"),
+    reasons_active: gauge("nvidia_smi_clocks_event_reasons_active", "clocks_event_reasons.active"),
+    reason_gpu_idle: gauge("nvidia_smi_clocks_event_reasons_gpu_idle", "clocks_event_reasons.gpu_idle"),
+    reason_app: gauge("nvidia_smi_clocks_event_reasons_applications_clocks_setting", "clocks_event_reasons.applications_clocks_setting"),
+    reason_sw_power: gauge("nvidia_smi_clocks_event_reasons_sw_power_cap", "clocks_event_reasons.sw_power_cap"),
+    reason_hw: gauge("nvidia_smi_clocks_event_reasons_hw_slowdown", "clocks_event_reasons.hw_slowdown"),
+    reason_hw_thermal: gauge("nvidia_smi_clocks_event_reasons_hw_thermal_slowdown", "clocks_event_reasons.hw_thermal_slowdown"),
+    reason_hw_brake: gauge("nvidia_smi_clocks_event_reasons_hw_power_brake_slowdown", "clocks_event_reasons.hw_power_brake_slowdown"),
+    reason_sw_thermal: gauge("nvidia_smi_clocks_event_reasons_sw_thermal_slowdown", "clocks_event_reasons.sw_thermal_slowdown"),
+    reason_sync: gauge("nvidia_smi_clocks_event_reasons_sync_boost", "clocks_event_reasons.sync_boost"),
+    pstate: gauge("nvidia_smi_pstate", "pstate"),
+    fan: gauge("nvidia_smi_fan_speed_ratio", "fan.speed [%]"),
+    pcie_gen: gauge("nvidia_smi_pcie_link_gen_current", "pcie.link.gen.current"),
+    pcie_gen_max: gauge("nvidia_smi_pcie_link_gen_max", "pcie.link.gen.max"),
+    pcie_width: gauge("nvidia_smi_pcie_link_width_current", "pcie.link.width.current"),
+    pcie_width_max: gauge("nvidia_smi_pcie_link_width_max", "pcie.link.width.max"),
+    compute_mode: gauge("nvidia_smi_compute_mode", "compute_mode"),
+    ecc_mode: gauge("nvidia_smi_ecc_mode_current", "ecc.mode.current"),
+    ecc_cor_vol: gauge("nvidia_smi_ecc_errors_corrected_volatile_total", "ecc.errors.corrected.volatile.total"),
+    ecc_unc_vol: gauge("nvidia_smi_ecc_errors_uncorrected_volatile_total", "ecc.errors.uncorrected.volatile.total"),
+    ecc_cor_agg: gauge("nvidia_smi_ecc_errors_corrected_aggregate_total", "ecc.errors.corrected.aggregate.total"),
+    ecc_unc_agg: gauge("nvidia_smi_ecc_errors_uncorrected_aggregate_total", "ecc.errors.uncorrected.aggregate.total"),
+    retired_sbe: gauge("nvidia_smi_retired_pages_single_bit_ecc_count", "retired_pages.single_bit_ecc.count"),
+    retired_dbe: gauge("nvidia_smi_retired_pages_double_bit_count", "retired_pages.double_bit.count"),
+    retired_pending: gauge("nvidia_smi_retired_pages_pending", "retired_pages.pending"),
+    mig_mode: gauge("nvidia_smi_mig_mode_current", "mig.mode.current"),
 }
 
 /// Encodes the `nvidia_smi_*` families of `snapshot`.

@@ -1,0 +1,77 @@
+//! Process-list exports: compute, graphics and MPS client processes.
+
+use super::calls::{guard, Func, NvmlResult};
+use super::out::out;
+use super::state::on_gpu;
+use crate::scenario::schema::ProcessKind;
+use nvml_wrapper_sys::bindings::*;
+use std::ffi::c_uint;
+
+const INSUFFICIENT: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE;
+
+/// Shared body of the process-list calls (count query protocol).
+unsafe fn processes(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+    kind: Option<ProcessKind>,
+) -> NvmlResult {
+    let count = out(count)?;
+    let list = on_gpu(device, |g, t| match kind {
+        Some(kind) => g.processes(kind, t),
+        None => g.mps_processes(t),
+    })?;
+    let capacity = *count as usize;
+    *count = list.len() as c_uint;
+    if list.is_empty() {
+        return Ok(());
+    }
+    if infos.is_null() || capacity < list.len() {
+        return Err(INSUFFICIENT);
+    }
+    for (i, p) in list.iter().enumerate() {
+        *infos.add(i) = nvmlProcessInfo_t {
+            pid: p.pid,
+            usedGpuMemory: p.used_bytes,
+            gpuInstanceId: p.gpu_instance.unwrap_or(u32::MAX),
+            computeInstanceId: p.gpu_instance.map_or(u32::MAX, |_| 0),
+        };
+    }
+    Ok(())
+}
+
+/// Compute processes.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
+    guard(Func::nvmlDeviceGetComputeRunningProcesses_v3, || {
+        processes(device, count, infos, Some(ProcessKind::Compute))
+    })
+}
+
+/// Graphics processes.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
+    guard(Func::nvmlDeviceGetGraphicsRunningProcesses_v3, || {
+        processes(device, count, infos, Some(ProcessKind::Graphics))
+    })
+}
+
+/// MPS client processes.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
+    guard(Func::nvmlDeviceGetMPSComputeRunningProcesses_v3, || {
+        processes(device, count, infos, None)
+    })
+}
