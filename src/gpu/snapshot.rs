@@ -234,6 +234,8 @@ pub struct SlowReadings {
     pub mig_enabled: Option<bool>,
     /// NVLink links and the recovery action.
     pub links: super::links::LinkHealth,
+    /// NVLink fabric registration; `None` without a fabric.
+    pub fabric: Option<super::fabric::FabricReading>,
 }
 
 /// ECC error counts.
