@@ -174,10 +174,11 @@ pub fn metric_value(gpu: &GpuSnapshot, metric: Metric) -> Option<f64> {
                 .recovery_action
                 .map(|action| if action == "none" { 0.0 } else { 1.0 })
         }
-        Metric::FabricNotRegistered => h
-            .fabric
-            .as_ref()
-            .map(|f| if f.registered() { 0.0 } else { 1.0 }),
+        Metric::FabricNotRegistered => {
+            h.fabric
+                .as_ref()
+                .map(|f| if f.registered() { 0.0 } else { 1.0 })
+        }
         Metric::PcieDegraded => {
             let identity = &gpu.identity;
             let below = h.pcie_link_width? < identity.pcie_max_link_width?
