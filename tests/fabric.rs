@@ -4,7 +4,8 @@
 //! capacity): the `gpuwatch_fabric_*` families per GPU, the
 //! `GpuFabricNotRegistered` rule firing and staying quiet (in its grace
 //! period too), the health verdict's reasons, `nvidia_smi_fabric_state`,
-//! and nothing at all on PCIe cards.
+//! and nothing at all on PCIe cards (the call answering NOT_SUPPORTED, or
+//! state NOT_SUPPORTED).
 
 mod common;
 
@@ -131,6 +132,16 @@ fn fabric_state_per_gpu_fires_the_rule_and_sets_the_verdict() {
     assert_eq!(issue("0", "route_recovery"), None, "unsupported: absent");
     assert_eq!(issue("3", "degraded_bandwidth"), Some(1.0));
     assert!(m.find("gpuwatch_fabric_issue", &[("gpu", "1")]).is_empty());
+    // GPU 4 answers with state NOT_SUPPORTED: no fabric series at all.
+    for family in [
+        "gpuwatch_fabric_state",
+        "gpuwatch_fabric_registered",
+        "gpuwatch_fabric_info",
+        "gpuwatch_fabric_health",
+        "gpuwatch_fabric_issue",
+    ] {
+        assert!(m.find(family, &[("gpu", "4")]).is_empty(), "{family}");
+    }
     // The rule: quiet on the GPUs in the fabric.
     for gpu in ["0", "3"] {
         assert!(
@@ -140,11 +151,14 @@ fn fabric_state_per_gpu_fires_the_rule_and_sets_the_verdict() {
     }
     // The verdict: stuck registering degrades, a failed registration (and
     // an unhealthy fabric) is unhealthy, limited capacity degrades.
-    let verdicts: Vec<String> = ["0", "1", "2", "3"]
+    let verdicts: Vec<String> = ["0", "1", "2", "3", "4"]
         .iter()
         .map(|gpu| current(&m, "gpuwatch_gpu_health", "state", gpu, 3))
         .collect();
-    assert_eq!(verdicts, ["healthy", "degraded", "unhealthy", "degraded"]);
+    assert_eq!(
+        verdicts,
+        ["healthy", "degraded", "unhealthy", "degraded", "healthy"]
+    );
     let (status, body) = agent.get("/api/v1/health");
     assert_eq!(status, 200, "{body}");
     let health: serde_json::Value = serde_json::from_str(&body).expect("JSON");
