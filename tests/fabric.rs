@@ -1,9 +1,10 @@
 //! NVLink fabric registration end to end on the simulator
 //! (`tests/scenarios/fabric.toml`, four HGX H200s: one in the fabric, one
 //! stuck registering, one whose registration failed, one at limited fabric
-//! capacity): the `gpuwatch_fabric_*` families per GPU, the
-//! `GpuFabricNotRegistered` rule firing and staying quiet (in its grace
-//! period too), the health verdict's reasons, `nvidia_smi_fabric_state`,
+//! capacity; an H200 NVL without a fabric; two GPUs answering as older
+//! drivers do, with the v2 struct and with the unversioned call only): the
+//! `gpuwatch_fabric_*` families per GPU, the `GpuFabricNotRegistered` rule
+//! firing and staying quiet (in its grace period too), the health verdict's reasons, `nvidia_smi_fabric_state`,
 //! and nothing at all on PCIe cards (the call answering NOT_SUPPORTED, or
 //! state NOT_SUPPORTED).
 
@@ -68,30 +69,45 @@ fn fabric_state_per_gpu_fires_the_rule_and_sets_the_verdict() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = config(dir.path(), Some("0s"));
     let agent = start("scenarios/fabric.toml", &config);
-    let m = agent.wait_for("GpuFabricNotRegistered on GPUs 1 and 2", LONG, |m| {
+    let m = agent.wait_for("GpuFabricNotRegistered on GPUs 1, 2 and 6", LONG, |m| {
         alert(m, "1", "firing")
             && alert(m, "2", "firing")
+            && alert(m, "6", "firing")
             && m.value("gpuwatch_samples_total", &[])
                 .is_some_and(|n| n >= 3.0)
     });
     let log = agent.log();
     // Registration progress and result, per GPU.
-    let states: Vec<String> = ["0", "1", "2", "3"]
+    let states: Vec<String> = ["0", "1", "2", "3", "5", "6"]
         .iter()
         .map(|gpu| current(&m, "gpuwatch_fabric_state", "state", gpu, 3))
         .collect();
     assert_eq!(
         states,
-        ["completed", "in_progress", "completed", "completed"],
+        [
+            "completed",
+            "in_progress",
+            "completed",
+            "completed",
+            "completed",
+            "in_progress"
+        ],
         "{log}"
     );
-    let registered: Vec<_> = ["0", "1", "2", "3"]
+    let registered: Vec<_> = ["0", "1", "2", "3", "5", "6"]
         .iter()
         .map(|gpu| m.value("gpuwatch_fabric_registered", &[("gpu", gpu)]))
         .collect();
     assert_eq!(
         registered,
-        [Some(1.0), Some(0.0), Some(0.0), Some(1.0)],
+        [
+            Some(1.0),
+            Some(0.0),
+            Some(0.0),
+            Some(1.0),
+            Some(1.0),
+            Some(0.0)
+        ],
         "{}",
         m.text
     );
@@ -132,6 +148,21 @@ fn fabric_state_per_gpu_fires_the_rule_and_sets_the_verdict() {
     assert_eq!(issue("0", "route_recovery"), None, "unsupported: absent");
     assert_eq!(issue("3", "degraded_bandwidth"), Some(1.0));
     assert!(m.find("gpuwatch_fabric_issue", &[("gpu", "1")]).is_empty());
+    // An older driver: the v2 struct has the health mask but no summary; the
+    // unversioned call has neither.
+    assert_eq!(info("5").0, "3");
+    assert_eq!(issue("5", "degraded_bandwidth"), Some(1.0));
+    assert!(m.find("gpuwatch_fabric_health", &[("gpu", "5")]).is_empty());
+    assert_eq!(
+        info("6"),
+        (
+            "3".into(),
+            "8e2f4c1a-3b5d-4e6f-9a0b-1c2d3e4f5a6b".into(),
+            "not_ready".into()
+        )
+    );
+    assert!(m.find("gpuwatch_fabric_issue", &[("gpu", "6")]).is_empty());
+    assert!(m.find("gpuwatch_fabric_health", &[("gpu", "6")]).is_empty());
     // GPU 4 answers with state NOT_SUPPORTED: no fabric series at all.
     for family in [
         "gpuwatch_fabric_state",
@@ -143,7 +174,7 @@ fn fabric_state_per_gpu_fires_the_rule_and_sets_the_verdict() {
         assert!(m.find(family, &[("gpu", "4")]).is_empty(), "{family}");
     }
     // The rule: quiet on the GPUs in the fabric.
-    for gpu in ["0", "3"] {
+    for gpu in ["0", "3", "4", "5"] {
         assert!(
             !alert(&m, gpu, "firing") && !alert(&m, gpu, "pending"),
             "{gpu}"
@@ -151,13 +182,21 @@ fn fabric_state_per_gpu_fires_the_rule_and_sets_the_verdict() {
     }
     // The verdict: stuck registering degrades, a failed registration (and
     // an unhealthy fabric) is unhealthy, limited capacity degrades.
-    let verdicts: Vec<String> = ["0", "1", "2", "3", "4"]
+    let verdicts: Vec<String> = ["0", "1", "2", "3", "4", "5", "6"]
         .iter()
         .map(|gpu| current(&m, "gpuwatch_gpu_health", "state", gpu, 3))
         .collect();
     assert_eq!(
         verdicts,
-        ["healthy", "degraded", "unhealthy", "degraded", "healthy"]
+        [
+            "healthy",
+            "degraded",
+            "unhealthy",
+            "degraded",
+            "healthy",
+            "degraded",
+            "degraded"
+        ]
     );
     let (status, body) = agent.get("/api/v1/health");
     assert_eq!(status, 200, "{body}");
@@ -194,13 +233,13 @@ fn fabric_state_per_gpu_fires_the_rule_and_sets_the_verdict() {
         .iter()
         .map(|s| s.value)
         .collect();
-    assert_eq!(smi, [3.0, 2.0, 3.0, 3.0], "{}", m.text);
+    assert_eq!(smi, [3.0, 2.0, 3.0, 3.0, 3.0, 2.0], "{}", m.text);
     let cliques: Vec<_> = m
         .find("nvidia_smi_fabric_clique_id", &[])
         .iter()
         .map(|s| s.value)
         .collect();
-    assert_eq!(cliques, [7.0, 0.0, 0.0, 7.0]);
+    assert_eq!(cliques, [7.0, 0.0, 0.0, 7.0, 3.0, 3.0]);
     assert!(m
         .find("nvidia_smi_fabric_state", &[])
         .iter()

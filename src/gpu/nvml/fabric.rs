@@ -3,14 +3,15 @@
 //! manager restart). nvml-wrapper 0.13 does not wrap the call, so this
 //! module calls the raw symbol, asking for the v3 struct (with the health
 //! summary) and falling back to v2 on drivers that do not know v3, then to
-//! the unversioned call on drivers without `…InfoV`.
+//! the unversioned call on drivers without `…InfoV` (no symbol, or
+//! FUNCTION_NOT_FOUND).
 
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::Device;
 use nvml_wrapper_sys::bindings::{
     nvmlGpuFabricInfoV_t, nvmlGpuFabricInfo_t, nvmlGpuFabricInfo_v2_t, nvmlGpuFabricInfo_v3_t,
-    nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH, nvmlReturn_enum_NVML_SUCCESS,
-    nvmlReturn_t,
+    nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
+    nvmlReturn_enum_NVML_ERROR_FUNCTION_NOT_FOUND, nvmlReturn_enum_NVML_SUCCESS, nvmlReturn_t,
 };
 
 use super::tally::error_name;
@@ -62,23 +63,7 @@ impl GpuDevice<'_> {
 fn fabric_info(device: &Device<'_>) -> Result<Raw, NvmlError> {
     let lib = device.nvml().lib();
     let Ok(versioned) = lib.nvmlDeviceGetGpuFabricInfoV.as_ref() else {
-        let plain = lib
-            .nvmlDeviceGetGpuFabricInfo
-            .as_ref()
-            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
-        // SAFETY: all-zero is a valid value of this plain C struct.
-        let mut info: nvmlGpuFabricInfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: the handle comes from nvml-wrapper and stays valid while
-        // `device` lives; `info` is a valid out pointer of the right type.
-        nvml_try(unsafe { plain(device.handle(), &mut info) })?;
-        return Ok(Raw {
-            cluster_uuid: info.clusterUuid,
-            status: info.status,
-            clique_id: info.cliqueId,
-            state: info.state,
-            health_mask: 0,
-            health_summary: None,
-        });
+        return unversioned(device);
     };
     // SAFETY: all-zero is a valid value of this plain C struct.
     let mut info: nvmlGpuFabricInfoV_t = unsafe { std::mem::zeroed() };
@@ -94,6 +79,9 @@ fn fabric_info(device: &Device<'_>) -> Result<Raw, NvmlError> {
             health_mask: info.healthMask,
             health_summary: Some(info.healthSummary),
         });
+    }
+    if code == nvmlReturn_enum_NVML_ERROR_FUNCTION_NOT_FOUND {
+        return unversioned(device);
     }
     if code != nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH {
         return Err(code.into());
@@ -116,6 +104,30 @@ fn fabric_info(device: &Device<'_>) -> Result<Raw, NvmlError> {
         clique_id: v2.cliqueId,
         state: v2.state,
         health_mask: v2.healthMask,
+        health_summary: None,
+    })
+}
+
+/// `nvmlDeviceGetGpuFabricInfo`, the call before the versioned one: no
+/// health mask or summary.
+fn unversioned(device: &Device<'_>) -> Result<Raw, NvmlError> {
+    let plain = device
+        .nvml()
+        .lib()
+        .nvmlDeviceGetGpuFabricInfo
+        .as_ref()
+        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    // SAFETY: all-zero is a valid value of this plain C struct.
+    let mut info: nvmlGpuFabricInfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the handle comes from nvml-wrapper and stays valid while
+    // `device` lives; `info` is a valid out pointer of the right type.
+    nvml_try(unsafe { plain(device.handle(), &mut info) })?;
+    Ok(Raw {
+        cluster_uuid: info.clusterUuid,
+        status: info.status,
+        clique_id: info.cliqueId,
+        state: info.state,
+        health_mask: 0,
         health_summary: None,
     })
 }
