@@ -72,14 +72,20 @@ fn gpu(gpu: &GpuSnapshot) -> Value {
     // container) appear here without a change.
     let processes = serde_json::to_value(&*gpu.processes).unwrap_or(Value::Array(Vec::new()));
     let pods = serde_json::to_value(&*gpu.pods).unwrap_or(Value::Array(Vec::new()));
+    // The verdict as /api/v1/health gives it, so the web view's Health
+    // column reads the same reasons.
+    let health = serde_json::to_value(crate::health::verdict::verdict(
+        gpu,
+        std::time::SystemTime::now(),
+    ))
+    .unwrap_or(Value::Null);
     json!({
         "index": gpu.index,
         "uuid": gpu.uuid,
         "name": gpu.identity.name,
         "status": status,
         "lost_reason": lost_reason,
-        "health": serde_json::to_value(crate::health::verdict::verdict(gpu, std::time::SystemTime::now()))
-            .unwrap_or(Value::Null),
+        "health": health,
         "utilization_percent": r.utilization_gpu_ratio.map(|u| u * 100.0),
         "sm_active_percent": gpu.gpm.sm_active_ratio().map(|u| u * 100.0),
         "gpm_supported": gpu.gpm.supported,
