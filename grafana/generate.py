@@ -368,6 +368,24 @@ BAD_TH = thresholds((None, "green"), (1, "red"))
 UP_MAP = [{"type": "value", "options": {"0": {"text": "LOST", "color": "red"}, "1": {"text": "UP", "color": "green"}}}]
 ONOFF_MAP = [{"type": "value", "options": {"0": {"text": "off"}, "1": {"text": "on"}}}]
 ACTIVE_MAP = [{"type": "value", "options": {"0": {"text": "-", "color": "transparent"}, "1": {"text": "active", "color": "orange"}}}]
+HEALTH_MAP = [{"type": "value", "options": {"0": {"text": "healthy", "color": "green"}, "1": {"text": "degraded", "color": "orange"},
+                                            "2": {"text": "unhealthy", "color": "red"}}}]
+REGISTERED_MAP = [{"type": "value", "options": {"0": {"text": "NOT REGISTERED", "color": "red"}, "1": {"text": "registered", "color": "green"}}}]
+LINK_MAP = [{"type": "value", "options": {"0": {"text": "down", "color": "red"}, "1": {"text": "up", "color": "green"}}}]
+HEALTH_DESC = ("The agent's health verdict (gpuwatch_gpu_health): healthy, degraded or unhealthy; "
+               "the reasons and what to do are in the agent's /api/v1/health and web view.")
+
+
+def verdict():
+    """The verdict as a number per GPU: 0 healthy, 1 degraded, 2 unhealthy
+    (gpuwatch_gpu_health has one series per state, the current one at 1)."""
+    return ("max by (instance, gpu, uuid) ((gpuwatch_gpu_health%s == 1) * 0 or (gpuwatch_gpu_health%s == 1) * 1"
+            " or (gpuwatch_gpu_health%s == 1) * 2)" % (s('state="healthy"'), s('state="degraded"'), s('state="unhealthy"')))
+
+
+MISSING = 'gpuwatch_pci_gpus{instance=~"$instance"} - gpuwatch_gpus{instance=~"$instance"}'
+MISSING_DESC = ("NVIDIA GPUs on the node's PCI bus that NVML does not list (gpuwatch_pci_gpus - gpuwatch_gpus): "
+                "fallen off the bus or failed to initialise. Empty where the agent does not scan the bus.")
 
 
 def fleet():
@@ -396,6 +414,23 @@ def fleet():
             "Value #A": ("Series", None),
         }, "Every pending or firing alert of the bundled Prometheus rules, per node and GPU.",
         exclude=("Time", "job", "__name__")), 20, 6)
+
+    L.row("Health")
+    L.add(stat("GPUs by health", targets(("sum by (state) (gpuwatch_gpu_health%s)" % s(), "{{state}}")), "short",
+               HEALTH_DESC, text_mode="value_and_name"), 6, 4)
+    L.add(stat("Missing from the driver", targets("sum(%s)" % MISSING), "short", MISSING_DESC, th=BAD_TH,
+               color_mode="background"), 6, 4)
+    L.add(stat("Not in the NVLink fabric", targets("count(gpuwatch_fabric_registered%s == 0) or vector(0)" % s()), "short",
+               "GPUs whose NVLink fabric registration is not completed with success (NVSwitch systems): they cannot run "
+               "multi-GPU jobs.", th=BAD_TH, color_mode="background"), 6, 4)
+    L.add(stat("NVLink links down", targets("count(gpuwatch_nvlink_up%s == 0) or vector(0)" % s()), "short",
+               "NVLink links reported down, over the selected GPUs.", th=BAD_TH, color_mode="background"), 6, 4)
+    L.add(state_timeline("Health verdict per GPU", targets((named(verdict()), GPU_LEGEND)), HEALTH_DESC,
+                         mappings=HEALTH_MAP), 12, 8)
+    L.add(timeseries("Xid errors by code", targets(
+        ("sum by (xid) (increase(gpuwatch_xid_errors_total%s[$__rate_interval]))" % s(), "Xid {{xid}}")), "short",
+        "Xid errors per interval over the selected GPUs, by code (NVIDIA's catalog says what each asks for: "
+        "see the alert's action annotation or gpuwatch events).", mn=0), 12, 8)
 
     L.row("Utilization and memory")
     L.add(timeseries("GPU utilization", targets((named("gpuwatch_gpu_utilization_ratio%s" % s()), GPU_LEGEND)),
@@ -500,6 +535,32 @@ def detail():
     L.add(stat("Collector groups failing", targets("count(gpuwatch_collector_success%s == 0) or vector(0)" % s()), "short",
                "Field groups whose NVML calls failed on their last read.", th=BAD_TH), 6, 3)
     L.add(stat("Processes", targets("gpuwatch_gpu_processes%s" % s()), "short"), 6, 3)
+
+    L.row("Health")
+    L.add(stat("Health verdict", targets(verdict()), "none", HEALTH_DESC, mappings=HEALTH_MAP,
+               th=thresholds((None, "green"), (1, "orange"), (2, "red")), color_mode="background"), 4, 4)
+    L.add(stat("Recovery action", targets(("gpuwatch_recovery_action%s == 1" % s(), "{{action}}")), "none",
+               "What the driver says the GPU needs (NVML field 230): none, gpu_reset, node_reboot, drain_p2p, drain_and_reset.",
+               text_mode="name"), 4, 4)
+    L.add(stat("NVLink links down", targets("sum by (instance, gpu) (1 - gpuwatch_nvlink_up%s)" % s()), "short",
+               "Links reported down (gpuwatch_nvlink_up == 0); empty without NVLink.", th=BAD_TH, color_mode="background"), 4, 4)
+    L.add(stat("NVLink fabric", targets("gpuwatch_fabric_registered%s" % s()), "none",
+               "Whether the GPU joined the NVSwitch fabric (registration completed with success); empty without a fabric. "
+               "A GPU outside it cannot run multi-GPU jobs.", mappings=REGISTERED_MAP, color_mode="background"), 4, 4)
+    L.add(stat("Fabric state and health", targets(
+        ("gpuwatch_fabric_state%s == 1" % s(), "{{state}}"),
+        ("gpuwatch_fabric_health%s == 1" % s(), "fabric {{health}}")), "none",
+        "Registration progress (not_started, in_progress, completed) and the fabric's health summary.", text_mode="name"), 4, 4)
+    L.add(stat("GPUs missing from the driver", targets(MISSING), "short", MISSING_DESC, th=BAD_TH,
+               color_mode="background"), 4, 4)
+    L.add(timeseries("Xid errors by code", targets(
+        ("sum by (xid) (increase(gpuwatch_xid_errors_total%s[$__rate_interval]))" % s(), "Xid {{xid}}")), "short",
+        "Xid errors per interval, by code.", mn=0), 8, 8)
+    L.add(timeseries("NVLink errors", targets(
+        ("sum by (type) (rate(gpuwatch_nvlink_errors_total%s[$__rate_interval]))" % s(), "{{type}}")), "short",
+        "NVLink errors per second over all links, by type (replay, recovery, crc_flit, crc_data).", mn=0), 8, 8)
+    L.add(state_timeline("NVLink links", targets(("gpuwatch_nvlink_up%s" % s(), "link {{link}}")),
+                         "Each NVLink link up or down over time.", mappings=LINK_MAP), 8, 8)
 
     L.row("Utilization")
     L.add(timeseries("Utilization", targets(

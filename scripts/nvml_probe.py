@@ -8,6 +8,7 @@ teach the simulator what it does not model. Needs the `nvidia-ml-py` package
 (module `pynvml`). Usage: nvml_probe.py [--label idle] > probe.json
 """
 import argparse
+import ctypes
 import json
 import statistics
 import sys
@@ -38,6 +39,8 @@ def plain(value):
         return value.decode(errors="replace")
     if isinstance(value, (int, float, str, bool)) or value is None:
         return value
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if hasattr(value, "_fields_"):
@@ -66,6 +69,40 @@ def call(fn, *args, repeat=5):
     else:
         result["value"] = plain(value)
     return result
+
+
+class FabricInfoV3(ctypes.Structure):
+    """nvmlGpuFabricInfo_v3_t (nvml.h), declared here so the probe does not
+    depend on the pynvml version's own declaration."""
+    _fields_ = [
+        ("version", ctypes.c_uint), ("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_int),
+        ("cliqueId", ctypes.c_uint), ("state", ctypes.c_ubyte), ("healthMask", ctypes.c_uint),
+        ("healthSummary", ctypes.c_ubyte),
+    ]
+
+
+class FabricInfoV2(ctypes.Structure):
+    """nvmlGpuFabricInfo_v2_t: v3 without healthSummary."""
+    _fields_ = FabricInfoV3._fields_[:-1]
+
+
+def fabric_info(h):
+    """nvmlDeviceGetGpuFabricInfoV as gpuwatch calls it (src/gpu/nvml/fabric.rs):
+    v3, then v2 on ARGUMENT_VERSION_MISMATCH (25)."""
+    fn = N._nvmlGetFunctionPointer("nvmlDeviceGetGpuFabricInfoV")
+    for struct, number in ((FabricInfoV3, 3), (FabricInfoV2, 2)):
+        info = struct()
+        info.version = ctypes.sizeof(struct) | (number << 24)
+        code = fn(h, ctypes.byref(info))
+        if code == 25 and number == 3:
+            continue
+        if code != 0:
+            raise N.NVMLError(code)
+        out = plain(info)
+        out["clusterUuid"] = bytes(info.clusterUuid).hex()
+        out["struct"] = f"v{number}"
+        return out
+    raise N.NVMLError(25)
 
 
 def probe_device(i):
@@ -129,6 +166,7 @@ def probe_device(i):
     q("process_utilization", N.nvmlDeviceGetProcessUtilization, 0)
     q("nvlink_state_0", N.nvmlDeviceGetNvLinkState, 0)
     q("nvlink_state_17", N.nvmlDeviceGetNvLinkState, 17)
+    q("fabric_info_v", fabric_info)
     q("bar1_memory", N.nvmlDeviceGetBAR1MemoryInfo)
     q("architecture", N.nvmlDeviceGetArchitecture)
     q("cuda_capability", N.nvmlDeviceGetCudaComputeCapability)

@@ -362,11 +362,26 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
     // Kubernetes panel has data.
     let socket = config_dir.path().join("kubelet.sock");
     let _kubelet = FakeKubelet::golden_triton(&socket);
+    // A PCI bus with the golden GPUs and one the driver never saw, so that
+    // the health rows' "missing from the driver" panels have data.
+    let pci = config_dir.path().join("pci");
+    for address in [
+        "0000:07:00.0",
+        "0000:65:00.0",
+        "0000:0f:00.0",
+        "0000:9a:00.0",
+    ] {
+        let dir = pci.join(address);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("vendor"), "0x10de\n").expect("vendor");
+        std::fs::write(dir.join("class"), "0x030200\n").expect("class");
+    }
     std::fs::write(
         &config,
         format!(
-            "[[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n[kubernetes]\npod_resources_socket = {:?}\n",
-            socket.to_str().expect("utf-8 path")
+            "[[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n[kubernetes]\npod_resources_socket = {:?}\n[health]\npci_devices = {:?}\n",
+            socket.to_str().expect("utf-8 path"),
+            pci.to_str().expect("utf-8 path")
         ),
     )
     .expect("config");
@@ -391,6 +406,7 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
                 && m.find("gpuwatch_gpu_processes", &[]).len() == 2
                 && m.has("gpuwatch_gpu_pod_info")
                 && m.has("gpuwatch_gpm_mig_sm_active_ratio")
+                && m.has("gpuwatch_pci_gpus")
         });
     let h100_instance = h100.url.trim_start_matches("http://").to_string();
     let golden_instance = golden.url.trim_start_matches("http://").to_string();

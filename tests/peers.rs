@@ -30,9 +30,7 @@ const DCGM: &str = "dcgm-exporter-dashboard.json";
 
 /// Panels known to stay empty on gpuwatch: (dashboard, panel title, why).
 #[rustfmt::skip]
-const EMPTY_PANELS: &[(&str, &str, &str)] = &[
-    (NGE, "Fabric State", "gpuwatch does not read the NVLink fabric state"),
-];
+const EMPTY_PANELS: &[(&str, &str, &str)] = &[];
 
 fn load(file: &str) -> Value {
     let path = fixture(&format!("fixtures/peers/{file}"));

@@ -208,6 +208,10 @@ fn page_shows_the_gpus_with_the_agents_values_and_their_history() {
     assert_eq!(status, 200, "{body}");
     let snapshot: Value = serde_json::from_str(&body).expect("snapshot JSON");
     let gpus = snapshot["gpus"].as_array().expect("gpus");
+    let (status, body) = agent.get("/api/v1/health");
+    assert_eq!(status, 200, "{body}");
+    let health: Value = serde_json::from_str(&body).expect("health JSON");
+    let verdicts = health["gpus"].as_array().expect("verdicts");
     page.check(
         page.rows().len() == gpus.len() && !gpus.is_empty(),
         &format!("{} rows for {} GPUs", page.rows().len(), gpus.len()),
@@ -221,7 +225,14 @@ fn page_shows_the_gpus_with_the_agents_values_and_their_history() {
             page.cell(i, "name") == g["identity"]["name"].as_str().expect("name"),
             &format!("GPU {i} name"),
         );
-        page.check(page.cell(i, "health") == "up", &format!("GPU {i} health"));
+        let health = page.cell(i, "health");
+        page.check(
+            health.starts_with(verdicts[i as usize]["state"].as_str().expect("state"))
+                && verdicts[i as usize]["reasons"][0]["text"]
+                    .as_str()
+                    .is_none_or(|first| health.contains(first)),
+            &format!("GPU {i} health {health:?}: {}", verdicts[i as usize]),
+        );
         let util = numbers(&page.cell(i, "utilization"));
         page.check(
             util.len() == 1 && close(util[0], f(&r["utilization_gpu_ratio"]) * 100.0, 1.0),
@@ -371,6 +382,39 @@ fn thermal_incident_alert_appears_in_the_list_and_on_the_time_axis() {
     page.check(
         page.cell(3, "health").contains("alert") && !page.cell(0, "health").contains("alert"),
         "GPU 3's row counts its firing alert, GPU 0's none",
+    );
+}
+
+#[test]
+fn health_column_shows_each_gpus_verdict_and_first_reason() {
+    // tests/scenarios/fabric.toml: GPU 0 in the NVLink fabric, GPU 1 stuck
+    // registering, GPU 2's registration failed, GPU 3 at limited capacity.
+    let scenario = common::fixture("scenarios/fabric.toml");
+    let agent = Agent::start(scenario.to_str().expect("utf-8"), &["--no-history"], &[]);
+    agent.wait_ready(200, Duration::from_secs(20));
+    agent.wait_for("the fabric read", Duration::from_secs(60), |m| {
+        m.has("gpuwatch_fabric_state")
+    });
+    let page = visit(
+        &format!("{}/", agent.url),
+        "webui-health",
+        &["--timeout", "60"],
+    );
+    page.complete();
+    page.no_console_errors(&agent);
+    let health = |gpu| page.cell(gpu, "health");
+    page.check(health(0) == "healthy", &format!("GPU 0: {:?}", health(0)));
+    page.check(
+        health(1).starts_with("degraded") && health(1).contains("registration is in progress"),
+        &format!("GPU 1: {:?}", health(1)),
+    );
+    page.check(
+        health(2).starts_with("unhealthy") && health(2).contains("insufficient_resources"),
+        &format!("GPU 2: {:?}", health(2)),
+    );
+    page.check(
+        health(3).starts_with("degraded") && health(3).contains("limited capacity"),
+        &format!("GPU 3: {:?}", health(3)),
     );
 }
 

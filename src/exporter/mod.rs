@@ -12,6 +12,7 @@
 
 mod cache;
 pub mod compat;
+pub mod fabric_metrics;
 pub mod families;
 pub mod gpm_metrics;
 pub mod gpu_metrics;

@@ -1,6 +1,7 @@
 //! GPU data: the snapshot types that every component reads, the clock-event
 //! reason table, and the NVML adapter — the only code that calls NVML.
 
+pub mod fabric;
 pub mod gpm;
 pub mod links;
 pub mod node_health;

@@ -7,15 +7,20 @@
 //!   (field 230 not `none`); a row remap failed; an NVLink link is down; an
 //!   Xid whose catalog action is RESET_GPU or RESTART_BM, or one of the
 //!   reset-class codes of the built-in `GpuXidFatal` rule, within the last
-//!   30 minutes.
+//!   30 minutes; the NVLink fabric registration completed with an error, or
+//!   the fabric's health summary says unhealthy.
 //! - degraded: a row remap or a page retirement waits for a reset; any
-//!   other Xid within the last 30 minutes.
+//!   other Xid within the last 30 minutes; the fabric registration not
+//!   completed yet (single-GPU work still runs; the `GpuFabricNotRegistered`
+//!   alert applies the grace period); the fabric at limited capacity or
+//!   with degraded bandwidth.
 //! - healthy: none of these.
 
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::gpu::fabric::{FabricHealth, FabricReading, FabricState};
 use crate::gpu::{GpuSnapshot, GpuStatus};
 
 /// How long an Xid keeps counting against a GPU (the built-in Xid rules
@@ -53,7 +58,8 @@ impl State {
 pub struct Reason {
     /// The state this reason alone gives.
     pub state: State,
-    /// Where it comes from: `nvml`, `xid`, `nvlink`, `recovery_action`, `ecc`.
+    /// Where it comes from: `nvml`, `xid`, `nvlink`, `fabric`,
+    /// `recovery_action`, `ecc`.
     pub source: &'static str,
     /// What is wrong.
     pub text: String,
@@ -73,6 +79,42 @@ pub struct Verdict {
 /// Xid codes the built-in `GpuXidFatal` rule treats as reset-class.
 fn reset_class(code: u64) -> bool {
     super::catalog::XID_FATAL.contains(&code)
+}
+
+/// What to do about a fabric problem.
+const FABRIC_ACTION: &str =
+    "check that nvidia-fabricmanager runs and its log; then reset the GPU or reboot the node";
+
+/// The reasons a GPU's NVLink fabric reading gives.
+fn fabric_reasons(f: &FabricReading) -> Vec<(State, String)> {
+    let mut reasons = Vec::new();
+    if let Some(problem) = f.problem() {
+        let state = if f.state == FabricState::Completed {
+            State::Unhealthy
+        } else {
+            State::Degraded
+        };
+        reasons.push((state, format!("{problem}: multi-GPU jobs cannot use it")));
+    }
+    match f.health {
+        Some(FabricHealth::Unhealthy) => reasons.push((
+            State::Unhealthy,
+            "the NVLink fabric reports it unhealthy".into(),
+        )),
+        Some(FabricHealth::LimitedCapacity) => reasons.push((
+            State::Degraded,
+            "the NVLink fabric runs at limited capacity".into(),
+        )),
+        _ => {
+            if f.issues.contains(&("degraded_bandwidth", true)) {
+                reasons.push((
+                    State::Degraded,
+                    "NVLink fabric bandwidth is degraded".into(),
+                ));
+            }
+        }
+    }
+    reasons
 }
 
 /// The verdict of `gpu` at `now`.
@@ -125,6 +167,11 @@ pub fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
             format!("NVLink link(s) {} down", down.join(", ")),
             "WORKFLOW_NVLINK: reset the GPU, then check the links and switches",
         );
+    }
+    if let Some(fabric) = &h.fabric {
+        for (state, text) in fabric_reasons(fabric) {
+            add(state, "fabric", text, FABRIC_ACTION);
+        }
     }
     if h.remapped_rows_pending == Some(true) {
         add(
@@ -267,5 +314,52 @@ mod tests {
             reason: "gpu_lost".into(),
         };
         assert_eq!(verdict(&lost, now).state, State::Unhealthy);
+    }
+
+    #[test]
+    fn fabric_registration_and_health_map_to_their_states() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        let with = |state, status: &str, health| SlowReadings {
+            fabric: Some(FabricReading {
+                state,
+                status: status.into(),
+                clique_id: 1,
+                cluster_uuid: String::new(),
+                health,
+                issues: vec![("degraded_bandwidth", false)],
+            }),
+            ..SlowReadings::default()
+        };
+        let v = |h| verdict(&gpu(h, vec![]), now);
+        let ok = v(with(
+            FabricState::Completed,
+            "success",
+            Some(FabricHealth::Healthy),
+        ));
+        assert_eq!((ok.state, ok.reasons.len()), (State::Healthy, 0));
+        let waiting = v(with(FabricState::InProgress, "not_ready", None));
+        assert_eq!(waiting.state, State::Degraded);
+        assert_eq!(waiting.reasons[0].source, "fabric");
+        assert!(waiting.reasons[0].text.contains("in progress"));
+        let failed = v(with(
+            FabricState::Completed,
+            "insufficient_resources",
+            Some(FabricHealth::Healthy),
+        ));
+        assert_eq!(failed.state, State::Unhealthy);
+        assert!(failed.reasons[0].text.contains("insufficient_resources"));
+        assert!(failed.reasons[0].action.contains("fabricmanager"));
+        let limited = v(with(
+            FabricState::Completed,
+            "success",
+            Some(FabricHealth::LimitedCapacity),
+        ));
+        assert_eq!(limited.state, State::Degraded);
+        let sick = v(with(
+            FabricState::Completed,
+            "success",
+            Some(FabricHealth::Unhealthy),
+        ));
+        assert_eq!(sick.state, State::Unhealthy);
     }
 }

@@ -1,8 +1,9 @@
 //! `GET /api/v1/gpus`: the GPUs as a person reads them — one flat object per
 //! GPU with the values the web view's table shows (active clock-event
 //! reasons by name, thresholds next to their readings, Xid and ECC totals,
-//! processes), plus what the agent has turned on (history, alerting). Made
-//! from the latest snapshot; `/api/v1/snapshot` has everything, raw.
+//! processes, the health verdict as `/api/v1/health` gives it), plus what
+//! the agent has turned on (history, alerting). Made from the latest
+//! snapshot; `/api/v1/snapshot` has everything, raw.
 
 use serde_json::{json, Value};
 
@@ -71,12 +72,20 @@ fn gpu(gpu: &GpuSnapshot) -> Value {
     // container) appear here without a change.
     let processes = serde_json::to_value(&*gpu.processes).unwrap_or(Value::Array(Vec::new()));
     let pods = serde_json::to_value(&*gpu.pods).unwrap_or(Value::Array(Vec::new()));
+    // The verdict as /api/v1/health gives it, so the web view's Health
+    // column reads the same reasons.
+    let health = serde_json::to_value(crate::health::verdict::verdict(
+        gpu,
+        std::time::SystemTime::now(),
+    ))
+    .unwrap_or(Value::Null);
     json!({
         "index": gpu.index,
         "uuid": gpu.uuid,
         "name": gpu.identity.name,
         "status": status,
         "lost_reason": lost_reason,
+        "health": health,
         "utilization_percent": r.utilization_gpu_ratio.map(|u| u * 100.0),
         "sm_active_percent": gpu.gpm.sm_active_ratio().map(|u| u * 100.0),
         "gpm_supported": gpu.gpm.supported,
@@ -172,6 +181,8 @@ mod tests {
         ));
         assert_eq!(list[0]["status"], "lost");
         assert_eq!(list[0]["lost_reason"], "gpu_lost");
+        assert_eq!(list[0]["health"]["state"], "unhealthy");
+        assert_eq!(list[0]["health"]["reasons"][0]["source"], "nvml");
         assert_eq!(list[0]["clock_event_reasons"], json!([]));
     }
 }

@@ -151,7 +151,7 @@ pub fn related(condition: &Condition) -> Option<Related> {
             Metric::SmActive => r("sm_active", "SM active (GPM)", Limit::None),
             Metric::ProcessMemoryBytes => r("memory_used", "Memory used", Limit::MemoryTotal),
             // No history series to chart.
-            Metric::NvlinkDown | Metric::RecoveryActionNeeded => None,
+            Metric::NvlinkDown | Metric::RecoveryActionNeeded | Metric::FabricNotRegistered => None,
             Metric::PcieDegraded => r("pcie_width", "PCIe link width", Limit::None),
         },
         Condition::ClockEvent { mask } => {
@@ -370,7 +370,10 @@ mod tests {
                 threshold: 1.0,
             };
             // Link state and the recovery action have no history series.
-            if matches!(condition, Metric::NvlinkDown | Metric::RecoveryActionNeeded) {
+            if matches!(
+                condition,
+                Metric::NvlinkDown | Metric::RecoveryActionNeeded | Metric::FabricNotRegistered
+            ) {
                 assert!(related(&c).is_none());
                 continue;
             }

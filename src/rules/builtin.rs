@@ -330,5 +330,22 @@ pub fn builtin_rules() -> Vec<Rule> {
             "{{ .value }} GPU(s) on the PCI bus of {{ .host }} are missing from the driver",
             "NVIDIA GPUs at {{ .missing_pci }} sit on the PCI bus of {{ .host }} but NVML does not list them: they fell off the bus or failed to initialise. Check `dmesg` for the Xid that took them off the bus (`gpuwatch events`); they usually need a node reboot, else a reseat or replacement.",
         ),
+        // A GPU that cannot join the NVLink fabric (NVSwitch systems)
+        // cannot run multi-GPU jobs: critical. Registration takes seconds
+        // to a minute after the fabric manager starts, so 5 minutes of
+        // grace; a registration that completed with an error stays so and
+        // fires after the same hold.
+        rule(
+            "GpuFabricNotRegistered",
+            Condition::Compare {
+                metric: Metric::FabricNotRegistered,
+                op: Op::Gt,
+                threshold: 0.0,
+            },
+            300,
+            Severity::Critical,
+            "GPU {{ .gpu }} on {{ .host }} is not in the NVLink fabric",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has not completed its NVLink fabric registration for {{ .for }}, or completed it with an error (gpuwatch_fabric_state, gpuwatch_fabric_info's status). Multi-GPU jobs cannot use it: check that nvidia-fabricmanager (or the NVLink subnet manager) runs and its log, then reset the GPU or reboot the node.",
+        ),
     ]
 }

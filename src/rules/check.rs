@@ -174,6 +174,11 @@ pub fn metric_value(gpu: &GpuSnapshot, metric: Metric) -> Option<f64> {
                 .recovery_action
                 .map(|action| if action == "none" { 0.0 } else { 1.0 })
         }
+        Metric::FabricNotRegistered => {
+            h.fabric
+                .as_ref()
+                .map(|f| if f.registered() { 0.0 } else { 1.0 })
+        }
         Metric::PcieDegraded => {
             let identity = &gpu.identity;
             let below = h.pcie_link_width? < identity.pcie_max_link_width?
@@ -202,7 +207,8 @@ fn group(metric: Metric) -> FieldGroup {
         Metric::FanSpeed
         | Metric::PerformanceState
         | Metric::NvlinkDown
-        | Metric::RecoveryActionNeeded => FieldGroup::Device,
+        | Metric::RecoveryActionNeeded
+        | Metric::FabricNotRegistered => FieldGroup::Device,
         Metric::PcieLinkWidth | Metric::PcieDegraded => FieldGroup::Pcie,
         Metric::SmActive => FieldGroup::Gpm,
         Metric::ProcessMemoryBytes => FieldGroup::Processes,

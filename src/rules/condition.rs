@@ -68,6 +68,10 @@ pub enum Metric {
     /// while the GPU is busy (utilization at least 50 %; idle GPUs
     /// downshift on purpose), else 0.
     PcieDegraded,
+    /// 1 when the GPU is not in the NVLink fabric (registration not
+    /// completed, or completed with an error), 0 when it is (absent
+    /// without a fabric).
+    FabricNotRegistered,
 }
 
 /// Every metric with its name in the condition syntax.
@@ -92,6 +96,7 @@ pub const METRICS: &[(Metric, &str)] = &[
     (Metric::NvlinkDown, "nvlink_down"),
     (Metric::RecoveryActionNeeded, "recovery_action_needed"),
     (Metric::PcieDegraded, "pcie_degraded"),
+    (Metric::FabricNotRegistered, "fabric_not_registered"),
 ];
 
 impl Metric {

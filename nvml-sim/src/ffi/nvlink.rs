@@ -131,7 +131,9 @@ const fn struct_version(size: usize, version: u32) -> c_uint {
 }
 
 /// GPU fabric info, versioned: v2 adds `healthMask`, v3 `healthSummary`;
-/// any other `version` is ARGUMENT_VERSION_MISMATCH.
+/// any other `version`, or one newer than the scenario's driver knows
+/// (`struct_version`), is ARGUMENT_VERSION_MISMATCH; a driver without the
+/// call (`struct_version = 1`) answers FUNCTION_NOT_FOUND.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
     device: nvmlDevice_t,
@@ -149,6 +151,12 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
         }
         let f = on_gpu(device, |g, t| g.fabric(t))?;
+        if f.struct_version < 2 {
+            return Err(nvmlReturn_enum_NVML_ERROR_FUNCTION_NOT_FOUND);
+        }
+        if version == V3 && f.struct_version < 3 {
+            return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        }
         let v2 = &mut *info.cast::<nvmlGpuFabricInfo_v2_t>();
         v2.clusterUuid = f.cluster_uuid;
         v2.status = f.status;

@@ -83,6 +83,13 @@ impl Builder<'_> {
                     );
                 }
             }
+            if !(1..=3).contains(fabric.struct_version.get_ref()) {
+                return self.err(
+                    Some(fabric.struct_version.span()),
+                    format!("{path}.fabric.struct_version"),
+                    "struct_version must be 1, 2 or 3 (the newest nvmlGpuFabricInfo struct the driver knows)",
+                );
+            }
             if parse_uuid(fabric.cluster_uuid.get_ref()).is_none() {
                 return self.err(
                     Some(fabric.cluster_uuid.span()),

@@ -120,6 +120,12 @@ pub struct FabricSpec {
     pub route_unhealthy: Option<Steps<bool>>,
     /// healthMask: access timeout recovery in progress (absent: NOT_SUPPORTED).
     pub access_timeout_recovery: Option<Steps<bool>>,
+    /// The newest nvmlGpuFabricInfo struct the driver knows: 3 (healthSummary,
+    /// the default), 2 (healthMask only: a v3 request is
+    /// ARGUMENT_VERSION_MISMATCH, as on 550-series drivers), or 1 (no
+    /// versioned call: nvmlDeviceGetGpuFabricInfoV answers FUNCTION_NOT_FOUND,
+    /// only nvmlDeviceGetGpuFabricInfo works).
+    pub struct_version: Spanned<u32>,
 }
 
 impl Default for FabricSpec {
@@ -134,6 +140,7 @@ impl Default for FabricSpec {
             route_recovery: None,
             route_unhealthy: None,
             access_timeout_recovery: None,
+            struct_version: Spanned::new(0..0, 3),
         }
     }
 }

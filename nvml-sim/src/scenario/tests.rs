@@ -166,6 +166,12 @@ fn nvlink_fabric_and_recovery_are_checked_with_their_lines() {
         (3, "gpu[0].fabric.status"),
         "{e}"
     );
+    let e = err("[[gpu]]\n[gpu.fabric]\nstruct_version = 4\n");
+    assert_eq!(
+        (e.line, e.path.as_str()),
+        (3, "gpu[0].fabric.struct_version"),
+        "{e}"
+    );
     let e = err("[[gpu]]\n[gpu.fabric]\ncluster_uuid = \"not-a-uuid\"\n");
     assert_eq!(
         (e.line, e.path.as_str()),

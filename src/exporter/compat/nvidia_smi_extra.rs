@@ -2,8 +2,17 @@
 //! than from an `nvidia-smi --query-gpu` field: `nvidia_smi_index`, which its
 //! dashboards' `$job`/`$node` variables read, the energy counter, the
 //! per-process families, the Xid families, the MIG memory families, the
-//! recovery action and PCIe throughput.
+//! recovery action, PCIe throughput and the fabric state.
 //! Names, types and label sets are those of its `internal/exporter`.
+//!
+//! `nvidia_smi_fabric_state` and `nvidia_smi_fabric_clique_id` follow
+//! utkuozdemir/nvidia_gpu_exporter at e656cd8 (2026-08-21):
+//! `internal/nvidiasmi/transform.go` maps the `fabric.state` field to
+//! nvmlGpuFabricState_t's number (1 not started, 2 in progress, 3 completed)
+//! and `internal/nvmlnative/backend_nvml.go` `collectFabric` prints N/A —
+//! no series — when the call fails or the state is 0 (not supported);
+//! `internal/integration/testdata/*h200*.metrics` show the HELP text (the
+//! field name) and the `uuid` label alone.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -34,6 +43,8 @@ struct Families<'a> {
     recovery_action: Family<'a>,
     pcie_tx: Family<'a>,
     pcie_rx: Family<'a>,
+    fabric_state: Family<'a>,
+    fabric_clique: Family<'a>,
 }
 
 impl<'a> Families<'a> {
@@ -116,6 +127,8 @@ impl<'a> Families<'a> {
                 "PCIe bytes per second the GPU received over the last sample period (GPM; absent on GPUs without GPM).",
                 None,
             ),
+            fabric_state: Family::gauge("nvidia_smi_fabric_state", "fabric.state", None),
+            fabric_clique: Family::gauge("nvidia_smi_fabric_clique_id", "fabric.cliqueId", None),
         }
     }
 
@@ -137,6 +150,8 @@ impl<'a> Families<'a> {
             &self.recovery_action,
             &self.pcie_tx,
             &self.pcie_rx,
+            &self.fabric_state,
+            &self.fabric_clique,
         ] {
             family.encode(encoder)?;
         }
@@ -200,6 +215,11 @@ impl<'a> Families<'a> {
                 .map(|i| i as f64)
         });
         self.recovery_action.push_some(id(), recovery);
+        if let Some(fabric) = &gpu.health.fabric {
+            self.fabric_state
+                .push(id(), f64::from(fabric.state.nvml_value()));
+            self.fabric_clique.push(id(), f64::from(fabric.clique_id));
+        }
         if let Some(m) = &gpu.gpm.gpu {
             self.pcie_tx.push_some(id(), m.pcie_tx_bytes_per_second);
             self.pcie_rx.push_some(id(), m.pcie_rx_bytes_per_second);

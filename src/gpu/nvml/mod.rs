@@ -16,6 +16,7 @@
 //! `processes` the processes and MIG instances, `xid` the Xid event set, and [`tally`] classifies every
 //! call's result.
 
+mod fabric;
 mod fast;
 pub mod fields;
 mod gpm;

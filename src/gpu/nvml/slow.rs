@@ -123,6 +123,7 @@ impl GpuDevice<'_> {
             ..SlowReadings::default()
         };
         s.links = self.read_links(tally);
+        s.fabric = self.read_fabric(tally);
         s.pcie_replay_errors = self
             .field_values(FieldGroup::Pcie, &[id::PCIE_REPLAY], tally)
             .get(id::PCIE_REPLAY)

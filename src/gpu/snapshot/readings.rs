@@ -129,6 +129,8 @@ pub struct SlowReadings {
     pub mig_enabled: Option<bool>,
     /// NVLink links and the recovery action.
     pub links: crate::gpu::links::LinkHealth,
+    /// NVLink fabric registration; `None` without a fabric.
+    pub fabric: Option<crate::gpu::fabric::FabricReading>,
 }
 
 /// ECC error counts.

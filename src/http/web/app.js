@@ -129,6 +129,9 @@
     badge.title = title;
   }
 
+  // Badge colour of each health state.
+  const HEALTH_BADGE = { healthy: 'ok', degraded: 'warning', unhealthy: 'critical' };
+
   function renderTable(doc) {
     const firingByGpu = view.firingByGpu || {};
     const rows = doc.gpus.map((g) => {
@@ -139,14 +142,16 @@
       const powerClass = g.power_watts !== null && g.power_limit_watts && g.power_watts >= 0.98 * g.power_limit_watts ? 'hot' : '';
       const xidCount = g.xid_errors.reduce((sum, x) => sum + x.count, 0);
       const alerts = firingByGpu[String(g.index)] || 0;
+      // The verdict as /api/v1/health gives it (worst reason first).
+      const verdict = g.health || { state: g.status === 'up' ? 'healthy' : 'unhealthy', reasons: [] };
       return el('tr', { 'data-gpu': g.index, class: g.index === view.gpu ? 'selected' : '', onclick: () => selectGpu(g.index) },
         el('td', { 'data-field': 'index' }, g.index),
         el('td', { 'data-field': 'name', title: g.uuid }, g.name || '?',
           (g.pods || []).length ? el('div', { class: 'muted', 'data-field': 'pods' }, podsText(g.pods)) : null),
-        el('td', { 'data-field': 'health' },
-          el('span', { class: `badge ${g.status === 'up' ? 'ok' : 'lost'}`, title: g.lost_reason || '' },
-            g.status === 'up' ? 'up' : `lost (${g.lost_reason})`),
-          alerts ? el('span', { class: 'badge firing', style: 'margin-left:.4em' }, `${alerts} alert${alerts > 1 ? 's' : ''}`) : null),
+        el('td', { 'data-field': 'health', title: verdict.reasons.map((r) => `${r.text}. What to do: ${r.action}`).join('\n') },
+          el('span', { class: `badge ${HEALTH_BADGE[verdict.state] || ''}` }, verdict.state),
+          alerts ? el('span', { class: 'badge firing', style: 'margin-left:.4em' }, `${alerts} alert${alerts > 1 ? 's' : ''}`) : null,
+          verdict.reasons.length ? el('div', { class: 'muted', 'data-field': 'health_reason' }, verdict.reasons[0].text) : null),
         el('td', { class: 'num', 'data-field': 'utilization' }, g.utilization_percent === null ? '–' : `${num(g.utilization_percent)} %`),
         el('td', { class: 'num', 'data-field': 'sm_active', title: g.gpm_supported === false ? 'no GPM on this GPU (Hopper and newer)' : 'share of time the SMs had work (GPM)' },
           g.sm_active_percent === null || g.sm_active_percent === undefined ? '–' : `${num(g.sm_active_percent)} %`),

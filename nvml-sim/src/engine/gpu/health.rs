@@ -44,6 +44,8 @@ pub struct FabricInfo {
     pub health_mask: u32,
     /// NVML_GPU_FABRIC_HEALTH_SUMMARY_*.
     pub health_summary: u8,
+    /// The newest struct version the driver knows (1, 2 or 3).
+    pub struct_version: u32,
 }
 
 /// The NVLink model of a GPU (none without `[gpu.nvlink]`); `faults` are its faults.
@@ -193,6 +195,7 @@ impl GpuSim {
                 HealthSummary::Unhealthy => 2,
                 HealthSummary::LimitedCapacity => 3,
             },
+            struct_version: *f.struct_version.get_ref(),
         })
     }
 
