@@ -124,6 +124,7 @@ pub const RULE_KEEP_FIRING_FOR: Limits<Duration> =
 /// `stale(...)` in a rule's condition.
 pub const STALE_AGE: Limits<Duration> = durations("stale(...)", ms(1), secs(30 * DAY));
 
+#[cfg(test)]
 /// Every duration setting, for the README check.
 pub const DURATIONS: &[Limits<Duration>] = &[
     REQUEST_TIMEOUT,
@@ -150,9 +151,11 @@ pub const DURATIONS: &[Limits<Duration>] = &[
     STALE_AGE,
 ];
 
+#[cfg(test)]
 /// Every whole-number setting, for the README check.
 pub const COUNTS: &[Limits<u64>] = &[MAX_CONNECTIONS, PROCESS_TOP_N, HISTORY_QUEUE];
 
+#[cfg(test)]
 /// Every size setting (bytes), for the README check.
 pub const SIZES: &[Limits<u64>] = &[HISTORY_MAX_SIZE, MEMORY_MARGIN, PROFILE_MEMORY];
 

@@ -13,6 +13,7 @@ mod message;
 mod metrics;
 pub mod mute;
 pub mod plan;
+pub mod queue;
 pub mod route;
 pub mod silence;
 pub mod silence_set;
@@ -34,6 +35,7 @@ use crate::rules::{evaluate, AlertState, EvalState, Rule, Transition};
 use crate::sampler::SnapshotReceiver;
 
 pub use metrics::AlertsCollector;
+pub use queue::{queue, AlertQueue};
 pub use route::{Destination, Route};
 pub use silence_store::Silences;
 pub use store::{load as saved_state, StateError};

@@ -93,6 +93,7 @@ pub struct Plan {
 }
 
 impl Plan {
+    #[cfg(test)]
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
         self.notices.is_empty() && self.changes.is_empty()

@@ -96,12 +96,6 @@ impl Silence {
         })
     }
 
-    /// The matchers as one line, e.g. `alertname=GpuHot, gpu=0`.
-    pub fn matchers_text(&self) -> String {
-        let parts: Vec<String> = self.matchers.iter().map(Matcher::to_string).collect();
-        parts.join(", ")
-    }
-
     /// About how many bytes of memory it holds: texts and compiled
     /// matchers (see [`Matcher::memory`]).
     pub fn memory(&self) -> usize {

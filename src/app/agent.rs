@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::info;
 
@@ -20,7 +20,6 @@ use crate::config::Config;
 use crate::exporter::process_metrics::ProcessExport;
 use crate::exporter::Exporter;
 use crate::gpu::nvml::Driver;
-use crate::gpu::Snapshot;
 use crate::history::stats::HistoryCollector;
 use crate::http::webconfig::WebSecurity;
 use crate::http::{serve_secured, HistoryApi, HttpState, ServerLimits};
@@ -167,7 +166,7 @@ pub async fn run(
 /// Alerting as the running agent uses it.
 struct AlertsRun {
     rules: Vec<crate::rules::Rule>,
-    snapshots: mpsc::Receiver<Arc<Snapshot>>,
+    queue: crate::alerting::AlertQueue,
 }
 
 /// Alerting's queue of snapshots, when there are rules.
@@ -175,14 +174,11 @@ fn alerts_sink(config: &Config, sinks: &mut Vec<SnapshotSink>) -> Option<AlertsR
     if config.rules.is_empty() {
         return None;
     }
-    let (sender, snapshots) = mpsc::channel(64);
-    sinks.push(SnapshotSink {
-        sender,
-        dropped: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-    });
+    let (sink, queue) = crate::alerting::queue();
+    sinks.push(sink);
     Some(AlertsRun {
         rules: config.rules.clone(),
-        snapshots,
+        queue,
     })
 }
 
@@ -235,7 +231,10 @@ async fn start_alerting(
 ) -> Alerting {
     let ready = attached.and_then(|a| a.store.get().ok());
     let (state, publish, receiver) = crate::alerting::restore(ready.as_ref()).await;
-    exporter.add(Box::new(crate::alerting::AlertsCollector(receiver.clone())));
+    exporter.add(Box::new(crate::alerting::AlertsCollector {
+        alerts: receiver.clone(),
+        dropped_snapshots: run.queue.dropped.clone(),
+    }));
     let notifiers = storage::Notifiers::new(config, &derived.external_url, panics);
     if attached.is_some() && !notifiers.stats.is_empty() {
         exporter.add(Box::new(crate::notify::NotifyCollector(
@@ -259,7 +258,7 @@ async fn start_alerting(
             run.rules,
             state,
             persistence,
-            run.snapshots,
+            run.queue.snapshots,
             sampler.snapshots(),
             publish,
             shutdown.clone(),

@@ -216,11 +216,6 @@ pub fn gpu_fit(gpu: &GpuSnapshot, profile: &Profile, margin: u64) -> Option<GpuF
     Some(fit(fits, limit, sm_source))
 }
 
-/// Share of SM time in use, 0..1 (see [`sm_in_use_from`]).
-pub fn sm_in_use(gpu: &GpuSnapshot) -> f64 {
-    sm_in_use_from(gpu).0
-}
-
 /// Share of SM time in use, 0..1, and where it came from: GPM's measured
 /// SM activity where the GPU has it, else the processes' sum where the
 /// driver gives per-process figures, else the GPU's utilization (0 when

@@ -1,11 +1,10 @@
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::*;
 use crate::gpu::{
-    CollectionStats, FastReadings, GpuIdentity, GpuProcess, GpuStatus, MemoryReading, MigInstance,
-    SlowReadings, SystemInfo,
+    testing, FastReadings, GpuIdentity, GpuProcess, GpuStatus, MemoryReading, MigInstance,
+    SlowReadings,
 };
 
 const GIB: u64 = 1 << 30;
@@ -14,9 +13,6 @@ const MIB: u64 = 1 << 20;
 /// An 80 GiB GPU named `name` with `free` bytes free, in `mode`.
 fn gpu(index: u32, name: &str, free: u64, mode: &'static str) -> GpuSnapshot {
     GpuSnapshot {
-        index,
-        uuid: format!("GPU-{index}"),
-        status: GpuStatus::Up,
         identity: Arc::new(GpuIdentity {
             name: Some(name.into()),
             ..GpuIdentity::default()
@@ -36,12 +32,7 @@ fn gpu(index: u32, name: &str, free: u64, mode: &'static str) -> GpuSnapshot {
             mig_enabled: Some(false),
             ..SlowReadings::default()
         }),
-        processes: Arc::default(),
-        mig_instances: Arc::default(),
-        pods: Arc::default(),
-        xid_errors: Arc::default(),
-        groups: BTreeMap::new(),
-        gpm: Default::default(),
+        ..testing::gpu(index)
     }
 }
 
@@ -65,12 +56,8 @@ fn profile(name: &str, memory: u64, sm_share: Option<f64>, model: Option<&str>) 
 
 fn snapshot(gpus: Vec<GpuSnapshot>) -> Snapshot {
     Snapshot {
-        taken_at: SystemTime::now(),
         hostname: "n".into(),
-        system: Arc::new(SystemInfo::default()),
-        gpus,
-        collection: CollectionStats::default(),
-        kubelet: None,
+        ..testing::snapshot(SystemTime::now(), gpus)
     }
 }
 

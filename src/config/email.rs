@@ -35,13 +35,13 @@ const SMARTHOST_EXAMPLE: &str = "write it like \"smtp.example.com:587\"";
 pub enum SmarthostError {
     /// No `:port`.
     #[error("\"{0}\" has no port; {SMARTHOST_EXAMPLE}")]
-    NoPort(String),
+    Portless(String),
     /// The host part is empty or not a host name.
     #[error("\"{0}\" is not host:port; {SMARTHOST_EXAMPLE}")]
-    NotHostPort(String),
+    NotHostAndPort(String),
     /// The port is not a number in 1-65535.
     #[error("\"{port}\" is not a port (1-65535); {SMARTHOST_EXAMPLE}")]
-    BadPort {
+    InvalidPort {
         /// The port as written.
         port: String,
         /// Why it is not a number (none for 0).
@@ -53,7 +53,7 @@ pub enum SmarthostError {
 /// Splits "host:port" ("[v6]:port" for IPv6).
 pub fn parse_smarthost(text: &str) -> Result<(String, u16), SmarthostError> {
     let Some((host, port)) = text.rsplit_once(':') else {
-        return Err(SmarthostError::NoPort(text.to_string()));
+        return Err(SmarthostError::Portless(text.to_string()));
     };
     let host = host
         .strip_prefix('[')
@@ -63,15 +63,15 @@ pub fn parse_smarthost(text: &str) -> Result<(String, u16), SmarthostError> {
         || host.contains(|c: char| c.is_whitespace() || c.is_control())
         || host.contains(['/', '@'])
     {
-        return Err(SmarthostError::NotHostPort(text.to_string()));
+        return Err(SmarthostError::NotHostAndPort(text.to_string()));
     }
     match port.parse::<u16>() {
         Ok(port) if port > 0 => Ok((host.to_string(), port)),
-        Ok(_) => Err(SmarthostError::BadPort {
+        Ok(_) => Err(SmarthostError::InvalidPort {
             port: port.to_string(),
             source: None,
         }),
-        Err(source) => Err(SmarthostError::BadPort {
+        Err(source) => Err(SmarthostError::InvalidPort {
             port: port.to_string(),
             source: Some(source),
         }),

@@ -12,39 +12,18 @@ use prometheus_client::encoding::DescriptorEncoder;
 use super::compat::MetricsCompat;
 use super::families::Family;
 use super::{Exporter, Format};
-use crate::gpu::{
-    FastReadings, GpuIdentity, GpuSnapshot, GpuStatus, SlowReadings, Snapshot, SystemInfo,
-};
+use crate::gpu::{testing, FastReadings, GpuSnapshot, Snapshot};
 
 /// A one-GPU snapshot with the given utilization.
 pub(crate) fn snapshot(utilization: f64) -> Snapshot {
-    Snapshot {
-        taken_at: SystemTime::now(),
-        hostname: "node".into(),
-        system: Arc::new(SystemInfo::default()),
-        gpus: vec![GpuSnapshot {
-            index: 0,
-            uuid: "GPU-0".into(),
-            status: GpuStatus::Up,
-            identity: Arc::new(GpuIdentity {
-                name: Some("Test GPU".into()),
-                ..GpuIdentity::default()
-            }),
-            readings: FastReadings {
-                utilization_gpu_ratio: Some(utilization),
-                ..FastReadings::default()
-            },
-            health: Arc::new(SlowReadings::default()),
-            processes: Arc::new(Vec::new()),
-            xid_errors: Arc::new(Vec::new()),
-            mig_instances: Arc::new(Vec::new()),
-            pods: Arc::default(),
-            groups: Default::default(),
-            gpm: Arc::default(),
-        }],
-        collection: Default::default(),
-        kubelet: None,
-    }
+    let gpu = GpuSnapshot {
+        readings: FastReadings {
+            utilization_gpu_ratio: Some(utilization),
+            ..FastReadings::default()
+        },
+        ..testing::gpu(0)
+    };
+    testing::snapshot(SystemTime::now(), vec![gpu])
 }
 
 /// Counts its scrapes, as a component's counter would change between them.

@@ -9,6 +9,8 @@ pub mod nvml;
 pub mod pci_address;
 pub mod reasons;
 pub mod snapshot;
+#[cfg(test)]
+pub mod testing;
 pub mod unix_time;
 
 pub use snapshot::*;

@@ -234,22 +234,14 @@ mod tests {
 
     use super::*;
     use crate::gpu::links::{LinkHealth, NvLinkState};
-    use crate::gpu::{FastReadings, GpuIdentity, SlowReadings, XidCount};
+    use crate::gpu::{testing, GpuIdentity, SlowReadings, XidCount};
 
     fn gpu(health: SlowReadings, xid: Vec<XidCount>) -> GpuSnapshot {
         GpuSnapshot {
-            index: 0,
-            uuid: "GPU-0".into(),
-            status: GpuStatus::Up,
             identity: Arc::new(GpuIdentity::default()),
-            readings: FastReadings::default(),
             health: Arc::new(health),
-            processes: Arc::default(),
-            mig_instances: Arc::default(),
-            pods: Arc::default(),
             xid_errors: Arc::new(xid),
-            groups: BTreeMap::new(),
-            gpm: Arc::default(),
+            ..testing::gpu(0)
         }
     }
 

@@ -2,7 +2,6 @@
 //! tiers answer queries. Storage faults are in `fault_tests.rs`, multi-row
 //! statements in `batch_tests.rs`; this file also holds what they share.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -12,38 +11,20 @@ use super::stats::HistoryStats;
 use super::store::Store;
 use super::writer::{self, WriterSettings};
 use super::{catalog, Durability, Retention};
-use crate::gpu::{
-    CollectionStats, FastReadings, GpuIdentity, GpuSnapshot, GpuStatus, SlowReadings, Snapshot,
-    SystemInfo,
-};
+use crate::gpu::{testing, FastReadings, GpuSnapshot, Snapshot};
 
 pub(super) fn snapshot(at_s: u64, temp: f64) -> Arc<Snapshot> {
+    let gpu = GpuSnapshot {
+        uuid: "GPU-history-test".into(),
+        readings: FastReadings {
+            temperature_gpu_celsius: Some(temp),
+            ..FastReadings::default()
+        },
+        ..testing::gpu(0)
+    };
     Arc::new(Snapshot {
-        taken_at: UNIX_EPOCH + Duration::from_secs(at_s),
         hostname: "test".into(),
-        system: Arc::new(SystemInfo::default()),
-        gpus: vec![GpuSnapshot {
-            index: 0,
-            uuid: "GPU-history-test".into(),
-            status: GpuStatus::Up,
-            identity: Arc::new(GpuIdentity {
-                name: Some("Test GPU".into()),
-                ..GpuIdentity::default()
-            }),
-            readings: FastReadings {
-                temperature_gpu_celsius: Some(temp),
-                ..FastReadings::default()
-            },
-            health: Arc::new(SlowReadings::default()),
-            processes: Arc::default(),
-            mig_instances: Arc::default(),
-            pods: Arc::default(),
-            xid_errors: Arc::default(),
-            groups: BTreeMap::new(),
-            gpm: Default::default(),
-        }],
-        collection: CollectionStats::default(),
-        kubelet: None,
+        ..testing::snapshot(UNIX_EPOCH + Duration::from_secs(at_s), vec![gpu])
     })
 }
 

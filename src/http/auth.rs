@@ -108,6 +108,7 @@ impl BasicAuth {
         }
     }
 
+    #[cfg(test)]
     /// Entries in the cache (for tests).
     pub fn cached_entries(&self) -> usize {
         self.cache.lock().map(|c| c.len()).unwrap_or(0)

@@ -121,38 +121,24 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use crate::gpu::{FastReadings, GpuIdentity, SlowReadings, Snapshot, SystemInfo};
+    use crate::gpu::{testing, FastReadings, GpuIdentity, Snapshot};
 
     fn one_gpu(status: GpuStatus, mask: Option<u64>) -> Snapshot {
-        Snapshot {
-            taken_at: SystemTime::now(),
-            hostname: "node".into(),
-            system: Arc::new(SystemInfo::default()),
-            gpus: vec![GpuSnapshot {
-                index: 0,
-                uuid: "GPU-0".into(),
-                status,
-                identity: Arc::new(GpuIdentity {
-                    name: Some("Test GPU".into()),
-                    temperature_slowdown_celsius: Some(88.0),
-                    ..GpuIdentity::default()
-                }),
-                readings: FastReadings {
-                    utilization_gpu_ratio: Some(0.5),
-                    clock_event_reasons: mask,
-                    ..FastReadings::default()
-                },
-                health: Arc::new(SlowReadings::default()),
-                processes: Arc::new(Vec::new()),
-                xid_errors: Arc::new(Vec::new()),
-                mig_instances: Arc::new(Vec::new()),
-                pods: Arc::default(),
-                groups: Default::default(),
-                gpm: Default::default(),
-            }],
-            collection: Default::default(),
-            kubelet: None,
-        }
+        let gpu = GpuSnapshot {
+            status,
+            identity: Arc::new(GpuIdentity {
+                name: Some("Test GPU".into()),
+                temperature_slowdown_celsius: Some(88.0),
+                ..GpuIdentity::default()
+            }),
+            readings: FastReadings {
+                utilization_gpu_ratio: Some(0.5),
+                clock_event_reasons: mask,
+                ..FastReadings::default()
+            },
+            ..testing::gpu(0)
+        };
+        testing::snapshot(SystemTime::now(), vec![gpu])
     }
 
     #[test]

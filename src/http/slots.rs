@@ -172,6 +172,7 @@ impl Slots {
         })
     }
 
+    #[cfg(test)]
     /// (connections holding a slot, connections waiting), for tests and logs.
     pub fn usage(&self) -> (usize, usize) {
         let table = self.lock();

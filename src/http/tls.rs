@@ -52,11 +52,6 @@ impl Material {
     }
 }
 
-/// Reads the files named in `settings` and builds the acceptor.
-pub fn acceptor(settings: &TlsSettings) -> Result<TlsAcceptor, Vec<TlsError>> {
-    build(settings, load(settings)?)
-}
-
 /// Reads the certificate, key and client CA files; every unreadable one is
 /// reported.
 pub fn load(settings: &TlsSettings) -> Result<Material, Vec<TlsError>> {

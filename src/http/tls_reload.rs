@@ -203,6 +203,7 @@ impl TlsReloader {
         })
     }
 
+    #[cfg(test)]
     /// Reads the files of `settings` and builds the first acceptor.
     pub fn load(settings: TlsSettings) -> Result<TlsReloader, Vec<TlsError>> {
         let fingerprint = Fingerprint::of(&settings);

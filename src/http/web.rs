@@ -175,6 +175,7 @@ fn serve(file: &Prepared, request: &Request<Incoming>, immutable: bool) -> HttpR
     response
 }
 
+#[cfg(test)]
 /// Bytes of every file, gzipped: what a first visit downloads.
 pub fn compressed_total() -> usize {
     let site = site();

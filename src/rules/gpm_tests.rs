@@ -9,8 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::*;
 use crate::gpu::gpm::{GpmMetrics, GpmReadings};
 use crate::gpu::{
-    CollectionStats, FastReadings, FieldGroup, GpuIdentity, GpuProcess, GpuSnapshot, GpuStatus,
-    Snapshot, SystemInfo,
+    testing, FastReadings, FieldGroup, GpuIdentity, GpuProcess, GpuSnapshot, Snapshot,
 };
 
 fn at(s: u64) -> SystemTime {
@@ -29,9 +28,6 @@ fn gpu(utilization: f64, sm_active: Option<f64>, process_mib: u64) -> GpuSnapsho
         .into_iter()
         .collect();
     GpuSnapshot {
-        index: 0,
-        uuid: "GPU-0".into(),
-        status: GpuStatus::Up,
         identity: Arc::new(GpuIdentity {
             name: Some("Test H100".into()),
             ..GpuIdentity::default()
@@ -40,11 +36,7 @@ fn gpu(utilization: f64, sm_active: Option<f64>, process_mib: u64) -> GpuSnapsho
             utilization_gpu_ratio: Some(utilization),
             ..FastReadings::default()
         },
-        health: Arc::default(),
         processes: Arc::new(processes),
-        mig_instances: Arc::default(),
-        pods: Arc::default(),
-        xid_errors: Arc::default(),
         groups: BTreeMap::from([(FieldGroup::Processes, true)]),
         gpm: Arc::new(GpmReadings {
             supported: Some(sm_active.is_some()),
@@ -54,6 +46,7 @@ fn gpu(utilization: f64, sm_active: Option<f64>, process_mib: u64) -> GpuSnapsho
             }),
             instances: vec![],
         }),
+        ..testing::gpu(0)
     }
 }
 
@@ -68,12 +61,8 @@ fn run(rule: &str, steps: &[(u64, GpuSnapshot)]) -> Vec<&'static str> {
     let mut out = vec![];
     for (s, g) in steps {
         let snapshot = Snapshot {
-            taken_at: at(*s),
             hostname: "node1".into(),
-            system: Arc::new(SystemInfo::default()),
-            gpus: vec![g.clone()],
-            collection: CollectionStats::default(),
-            kubelet: None,
+            ..testing::snapshot(at(*s), vec![g.clone()])
         };
         let (next, _) = evaluate(&rules, &snapshot, &state, at(*s));
         state = next;

@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
 use crate::gpu::{
-    CollectionStats, EccCounters, FastReadings, FieldGroup, GpuIdentity, GpuSnapshot, GpuStatus,
-    MemoryReading, SlowReadings, Snapshot, SystemInfo, XidCount,
+    testing, EccCounters, FastReadings, FieldGroup, GpuIdentity, GpuSnapshot, GpuStatus,
+    MemoryReading, SlowReadings, Snapshot, XidCount,
 };
 
 mod anomaly_rules;
@@ -25,9 +25,6 @@ fn at(s: u64) -> SystemTime {
 
 fn gpu(index: u32, temp: f64) -> GpuSnapshot {
     GpuSnapshot {
-        index,
-        uuid: format!("GPU-{index}"),
-        status: GpuStatus::Up,
         identity: Arc::new(GpuIdentity {
             name: Some("Test GPU".into()),
             temperature_slowdown_celsius: Some(90.0),
@@ -57,23 +54,14 @@ fn gpu(index: u32, temp: f64) -> GpuSnapshot {
             remapped_rows_pending: Some(false),
             ..SlowReadings::default()
         }),
-        processes: Arc::new(vec![]),
-        mig_instances: Arc::default(),
-        pods: Arc::default(),
-        xid_errors: Arc::new(vec![]),
-        groups: BTreeMap::new(),
-        gpm: Default::default(),
+        ..testing::gpu(index)
     }
 }
 
 fn snap(s: u64, gpus: Vec<GpuSnapshot>) -> Snapshot {
     Snapshot {
-        taken_at: at(s),
         hostname: "node1".into(),
-        system: Arc::new(SystemInfo::default()),
-        gpus,
-        collection: CollectionStats::default(),
-        kubelet: None,
+        ..testing::snapshot(at(s), gpus)
     }
 }
 

@@ -47,7 +47,9 @@ pub struct SnapshotSink {
 }
 
 impl SnapshotSink {
-    fn offer(&self, snapshot: &Arc<Snapshot>) {
+    /// Queues `snapshot` without waiting; when the queue is full, drops it
+    /// and counts it in `dropped`.
+    pub fn offer(&self, snapshot: &Arc<Snapshot>) {
         use tokio::sync::mpsc::error::TrySendError;
         if let Err(TrySendError::Full(_)) = self.sender.try_send(snapshot.clone()) {
             self.dropped.fetch_add(1, Ordering::Relaxed);

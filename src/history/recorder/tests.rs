@@ -1,22 +1,12 @@
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
-use crate::gpu::{
-    CollectionStats, FastReadings, GpuIdentity, GpuProcess, MemoryReading, ProcessKind,
-    SlowReadings, SystemInfo, XidCount,
-};
+use crate::gpu::{testing, FastReadings, GpuProcess, MemoryReading, ProcessKind, XidCount};
 
 fn gpu(temp: f64, energy: f64, processes: &Arc<Vec<GpuProcess>>, xid: u64) -> GpuSnapshot {
     GpuSnapshot {
-        index: 0,
         uuid: "GPU-test".into(),
-        status: GpuStatus::Up,
-        identity: Arc::new(GpuIdentity {
-            name: Some("Test GPU".into()),
-            ..GpuIdentity::default()
-        }),
         readings: FastReadings {
             temperature_gpu_celsius: Some(temp),
             energy_joules: Some(energy),
@@ -29,10 +19,7 @@ fn gpu(temp: f64, energy: f64, processes: &Arc<Vec<GpuProcess>>, xid: u64) -> Gp
             }),
             ..FastReadings::default()
         },
-        health: Arc::new(SlowReadings::default()),
         processes: processes.clone(),
-        mig_instances: Arc::default(),
-        pods: Arc::default(),
         xid_errors: Arc::new(if xid > 0 {
             vec![XidCount {
                 code: 79,
@@ -42,19 +29,14 @@ fn gpu(temp: f64, energy: f64, processes: &Arc<Vec<GpuProcess>>, xid: u64) -> Gp
         } else {
             vec![]
         }),
-        groups: BTreeMap::new(),
-        gpm: Default::default(),
+        ..testing::gpu(0)
     }
 }
 
 fn snapshot(at_s: u64, gpus: Vec<GpuSnapshot>) -> Snapshot {
     Snapshot {
-        taken_at: UNIX_EPOCH + Duration::from_secs(at_s),
         hostname: "test".into(),
-        system: Arc::new(SystemInfo::default()),
-        gpus,
-        collection: CollectionStats::default(),
-        kubelet: None,
+        ..testing::snapshot(UNIX_EPOCH + Duration::from_secs(at_s), gpus)
     }
 }
 

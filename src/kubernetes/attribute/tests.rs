@@ -1,9 +1,7 @@
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::gpu::{
-    Container, ContainerRuntime, FastReadings, GpuProcess, GpuSnapshot, GpuStatus, HostProcess,
-    MigInstance,
+    testing, Container, ContainerRuntime, GpuProcess, GpuSnapshot, HostProcess, MigInstance,
 };
 use crate::kubernetes::api::{
     ContainerDevices, ContainerResources, ListPodResourcesResponse, PodResources,
@@ -59,12 +57,7 @@ fn process(pid: u32, pod_uid: Option<&str>, gpu_instance_id: Option<u32>) -> Gpu
 
 fn gpu(index: u32, processes: Vec<GpuProcess>, mig: &[(u32, &str)]) -> GpuSnapshot {
     GpuSnapshot {
-        index,
-        uuid: format!("GPU-{index}"),
-        status: GpuStatus::Up,
         identity: Arc::default(),
-        readings: FastReadings::default(),
-        health: Arc::default(),
         processes: Arc::new(processes),
         mig_instances: Arc::new(
             mig.iter()
@@ -76,10 +69,7 @@ fn gpu(index: u32, processes: Vec<GpuProcess>, mig: &[(u32, &str)]) -> GpuSnapsh
                 })
                 .collect(),
         ),
-        pods: Arc::default(),
-        xid_errors: Arc::default(),
-        groups: BTreeMap::new(),
-        gpm: Default::default(),
+        ..testing::gpu(index)
     }
 }
 
