@@ -460,16 +460,90 @@ const CATALOG: &[XidInfo] = &[
 /// Where the catalog comes from, for the README and `gpuwatch events`.
 pub const SOURCE: &str = "NVIDIA Xid Catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, and NVIDIA NVSentinel's xiderrorsmapping.csv (commit 6f8b0fcf), read 2026-12-01";
 
-/// Xid codes that need a GPU reset or a reboot (DCGM treats them as fatal):
-/// 48 double-bit ECC, 61/62 internal micro-controller halt, 64 row-remapper
-/// / page-retirement failure, 74 NVLink, 79 fallen off the bus, 95
-/// uncontained ECC, 119/120 GSP timeout/error, 140 unrecovered ECC. The
-/// built-in rule `GpuXidFatal` and the bundled Prometheus rule of the same
-/// name alert on these (a test checks them against the catalog's actions).
-pub const XID_FATAL: &[u64] = &[48, 61, 62, 64, 74, 79, 95, 119, 120, 140];
+/// How urgent an Xid is, from its catalog action. The built-in Xid rules
+/// follow these classes (one rule per class), so a catalog row added or
+/// changed changes the rules with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// The GPU needs a reset, the node (or VM) a reboot, or an NVIDIA
+    /// recovery workflow (NVLink, Xid 48) that starts with a reset: drain it.
+    /// Rule `GpuXidFatal`, critical.
+    Reset,
+    /// The error was contained to the application that hit it (RESTART_APP,
+    /// CHECK_UVM): restart it; the GPU keeps working. Rule
+    /// `GpuXidContained`, warning.
+    Contained,
+    /// Unexpected: collect a bug report for NVIDIA (CONTACT_SUPPORT), or
+    /// check the cooling (CHECK_MECHANICALS) or update the driver
+    /// (UPDATE_SWFW). Rule `GpuXidContactSupport`, warning.
+    Support,
+    /// Nothing to do for this Xid itself (IGNORE), or it accompanies
+    /// another Xid whose advice applies (WORKFLOW_XID_45, FOLLOW_LINKED_XID):
+    /// no alert.
+    Ignore,
+}
 
-/// Xid 94: an uncorrectable ECC error contained to one application.
-pub const XID_CONTAINED: &[u64] = &[94];
+impl Class {
+    /// Every class, most urgent first.
+    pub const ALL: [Class; 4] = [
+        Class::Reset,
+        Class::Contained,
+        Class::Support,
+        Class::Ignore,
+    ];
+
+    /// The built-in rule that alerts on this class (none for `Ignore`).
+    pub fn rule(self) -> Option<&'static str> {
+        match self {
+            Class::Reset => Some("GpuXidFatal"),
+            Class::Contained => Some("GpuXidContained"),
+            Class::Support => Some("GpuXidContactSupport"),
+            Class::Ignore => None,
+        }
+    }
+}
+
+impl Action {
+    /// The class of an Xid with this action.
+    pub fn class(self) -> Class {
+        match self {
+            Action::ResetGpu
+            | Action::RestartBm
+            | Action::RestartVm
+            | Action::WorkflowXid48
+            | Action::WorkflowNvlink
+            | Action::WorkflowNvlink5 => Class::Reset,
+            Action::RestartApp | Action::CheckUvm => Class::Contained,
+            Action::ContactSupport | Action::CheckMechanicals | Action::UpdateSwFw => {
+                Class::Support
+            }
+            Action::Ignore | Action::WorkflowXid45 | Action::FollowLinkedXid => Class::Ignore,
+        }
+    }
+}
+
+/// The catalog's codes of one class, ascending.
+pub fn codes_of(class: Class) -> Vec<u64> {
+    CATALOG
+        .iter()
+        .filter(|info| info.action.class() == class)
+        .map(|info| info.code)
+        .collect()
+}
+
+/// The class of `code`; `None` for a code beyond the catalog (no advice,
+/// no alert of its own).
+pub fn class_of(code: u64) -> Option<Class> {
+    lookup(code).map(|info| info.action.class())
+}
+
+/// Xid codes that report row remapping (63: a row was remapped or a page
+/// retired; 64: that failed). Where the GPU gives row-remap readings the
+/// row-remap rules (`GpuRowRemapPending`, `GpuRowRemapFailure`) speak for
+/// them and the Xid rules stay quiet; without those readings (older GPUs
+/// retire pages instead) the Xid alert stands.
+pub const XID_DEFER_TO_REMAP: &[u64] = &[63, 64];
 
 /// The catalog row of `code`, where one was read.
 pub fn lookup(code: u64) -> Option<&'static XidInfo> {
@@ -511,28 +585,36 @@ mod tests {
     }
 
     #[test]
-    fn the_fatal_codes_are_those_the_catalog_says_need_a_reset_or_more() {
-        for code in XID_FATAL {
-            let action = lookup(*code).unwrap().action;
-            assert!(
-                matches!(
-                    action,
-                    Action::ResetGpu
-                        | Action::RestartBm
-                        | Action::ContactSupport
-                        | Action::WorkflowXid48
-                        | Action::WorkflowNvlink
-                ),
-                "Xid {code}: {action:?}"
-            );
+    fn classes_follow_the_actions() {
+        let fatal = codes_of(Class::Reset);
+        for code in [
+            46, 48, 62, 64, 74, 79, 95, 119, 120, 136, 140, 143, 144, 151,
+        ] {
+            assert!(fatal.contains(&code), "Xid {code}");
         }
-        assert_eq!(lookup(XID_CONTAINED[0]).unwrap().action, Action::RestartApp);
+        assert_eq!(class_of(13), Some(Class::Contained));
+        assert_eq!(class_of(94), Some(Class::Contained));
+        assert_eq!(class_of(159), Some(Class::Contained), "CHECK_UVM");
+        assert_eq!(
+            class_of(61),
+            Some(Class::Support),
+            "NVIDIA: CONTACT_SUPPORT"
+        );
+        assert_eq!(class_of(54), Some(Class::Support), "CHECK_MECHANICALS");
+        assert_eq!(class_of(63), Some(Class::Ignore));
+        assert_eq!(class_of(45), Some(Class::Ignore), "follows another Xid");
+        assert_eq!(class_of(154), Some(Class::Ignore), "follows another Xid");
+        assert_eq!(class_of(163), None);
+        // Every row is in exactly one class.
+        let total: usize = Class::ALL.iter().map(|c| codes_of(*c).len()).sum();
+        assert_eq!(total, CATALOG.len());
+        assert_eq!(Class::Ignore.rule(), None);
     }
 
     #[test]
     fn xid_alerts_carry_the_catalogs_action_and_description() {
         use crate::rules::template::Context;
-        for name in ["GpuXidFatal", "GpuXidContained"] {
+        for name in ["GpuXidFatal", "GpuXidContained", "GpuXidContactSupport"] {
             let rule = crate::rules::builtin_rules()
                 .into_iter()
                 .find(|r| r.name == name)

@@ -17,7 +17,7 @@ use super::condition::{Condition, Counter, Flag, Metric, Op};
 use super::rule::{Rule, Severity};
 use super::template::Template;
 
-pub use crate::health::catalog::{XID_CONTAINED, XID_FATAL};
+use crate::health::catalog::{codes_of, Class};
 
 /// One GiB.
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -34,6 +34,27 @@ fn with_xid_catalog(mut rule: Rule) -> Rule {
         }
     }
     rule
+}
+
+/// The built-in rule of one catalog class: fires at once on a new Xid of
+/// the class and keeps firing 30 minutes; Xid 63/64 left to the row-remap
+/// rules where the GPU gives their readings.
+fn xid_rule(class: Class, severity: Severity, summary: &str, description: &str) -> Rule {
+    let name = class.rule().unwrap_or("GpuXid");
+    with_xid_catalog(Rule {
+        keep_firing_for: Duration::from_secs(30 * 60),
+        ..rule(
+            name,
+            Condition::Xid {
+                codes: codes_of(class),
+                defer_to_remap: true,
+            },
+            0,
+            severity,
+            summary,
+            description,
+        )
+    })
 }
 
 fn rule(
@@ -149,33 +170,26 @@ pub fn builtin_rules() -> Vec<Rule> {
             "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} stopped answering NVML. It usually needs a reset or a reboot.",
         ),
         // An Xid is an event: fire at once and stay firing for 30 minutes so
-        // that it is seen and not resolved at the next sample.
-        with_xid_catalog(Rule {
-            keep_firing_for: half_hour,
-            ..rule(
-                "GpuXidFatal",
-                Condition::Xid {
-                    codes: XID_FATAL.to_vec(),
-                },
-                0,
-                Severity::Critical,
-                "Fatal Xid {{ .value }} on GPU {{ .gpu }} of {{ .host }}",
-                "The driver reported Xid {{ .value }} on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }}. This Xid usually requires a GPU reset or a node reboot; drain the node.",
-            )
-        }),
-        with_xid_catalog(Rule {
-            keep_firing_for: half_hour,
-            ..rule(
-                "GpuXidContained",
-                Condition::Xid {
-                    codes: XID_CONTAINED.to_vec(),
-                },
-                0,
-                Severity::Warning,
-                "Contained ECC error (Xid {{ .value }}) on GPU {{ .gpu }} of {{ .host }}",
-                "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid {{ .value }}: an uncorrectable ECC error was contained to the application that hit it. Restart the affected job and reset the GPU when convenient.",
-            )
-        }),
+        // that it is seen and not resolved at the next sample. One rule per
+        // class of NVIDIA's catalog (the code lists come from it).
+        xid_rule(
+            Class::Reset,
+            Severity::Critical,
+            "Fatal Xid {{ .value }} on GPU {{ .gpu }} of {{ .host }}",
+            "The driver reported Xid {{ .value }} ({{ .xid_description }}) on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }}. NVIDIA's action: {{ .xid_action }}; the GPU needs a reset or the node a reboot: drain the node.",
+        ),
+        xid_rule(
+            Class::Contained,
+            Severity::Warning,
+            "Xid {{ .value }} contained to an application on GPU {{ .gpu }} of {{ .host }}",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid {{ .value }} ({{ .xid_description }}): the error was contained to the application that hit it. NVIDIA's action: {{ .xid_action }}; restart the affected job. The GPU keeps working.",
+        ),
+        xid_rule(
+            Class::Support,
+            Severity::Warning,
+            "Unexpected Xid {{ .value }} on GPU {{ .gpu }} of {{ .host }}",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid {{ .value }} ({{ .xid_description }}). NVIDIA's action: {{ .xid_action }}; collect a bug report (nvidia-bug-report.sh) for NVIDIA support.",
+        ),
         // Any uncorrectable ECC error corrupts data: at once, and kept for
         // 30 minutes like an Xid (it is an event too).
         Rule {

@@ -231,7 +231,15 @@ pub(super) fn check(
             None => (false, None),
         },
         Condition::GpuLost => yes_no(!gpu.is_up()),
-        Condition::Xid { codes } => match changes.xid.iter().find(|c| codes.contains(c)) {
+        Condition::Xid {
+            codes,
+            defer_to_remap,
+        } => match changes
+            .xid
+            .iter()
+            .filter(|c| !(*defer_to_remap && defers_to_remap(gpu, **c)))
+            .find(|c| codes.contains(c))
+        {
             Some(code) => (true, Some(*code as f64)),
             None => (false, None),
         },
@@ -289,6 +297,14 @@ pub(super) fn check(
             (false, first_value)
         }
     }
+}
+
+/// Whether Xid `code` is left to the row-remap rules on `gpu`: it is one of
+/// the row-remap Xids and the GPU gives row-remap readings.
+fn defers_to_remap(gpu: &GpuSnapshot, code: u64) -> bool {
+    let h = &gpu.health;
+    crate::health::catalog::XID_DEFER_TO_REMAP.contains(&code)
+        && (h.remapped_rows_pending.is_some() || h.remapped_rows_failure.is_some())
 }
 
 /// A node-level condition.

@@ -278,6 +278,11 @@ pub enum Condition {
     Xid {
         /// The codes.
         codes: Vec<u64>,
+        /// Whether Xid 63/64 ([`crate::health::catalog::XID_DEFER_TO_REMAP`])
+        /// are left to the row-remap rules on a GPU that gives row-remap
+        /// readings (the built-in Xid rules do; `xid(...)` in a rule file
+        /// does not).
+        defer_to_remap: bool,
     },
     /// A counter grew since the last evaluation.
     Increase {
@@ -373,7 +378,7 @@ impl fmt::Display for Condition {
             }
             Condition::GpuLost => f.write_str("gpu_lost"),
             Condition::GpusMissingFromDriver => f.write_str("gpus_missing_from_driver"),
-            Condition::Xid { codes } => {
+            Condition::Xid { codes, .. } => {
                 let codes: Vec<String> = codes.iter().map(u64::to_string).collect();
                 write!(f, "xid({})", codes.join(", "))
             }

@@ -127,7 +127,10 @@ fn parse_call(function: &str, args: &[&str], text: &str) -> Result<Condition, St
             }
             codes.sort_unstable();
             codes.dedup();
-            Ok(Condition::Xid { codes })
+            Ok(Condition::Xid {
+                codes,
+                defer_to_remap: false,
+            })
         }
         "increase" => {
             let arg = one()?;
