@@ -93,6 +93,43 @@ fn compare(metric: Metric, op: Op, threshold: f64) -> Condition {
     }
 }
 
+/// `GpuXidRecurring`: fires at once, keeps firing a day (the GPU stays
+/// suspect); its `action` is INSPECT_HARDWARE whatever the catalog says
+/// for the code.
+fn xid_recurring_rule() -> Rule {
+    let mut rule = with_xid_catalog(Rule {
+        keep_firing_for: Duration::from_secs(24 * 3600),
+        ..rule(
+            "GpuXidRecurring",
+            Condition::XidRecurring {
+                after: crate::health::settings::DEFAULT_XID_ESCALATE_AFTER,
+            },
+            0,
+            Severity::Critical,
+            "Xid {{ .value }} keeps coming back on GPU {{ .gpu }} of {{ .host }}: inspect the hardware",
+            "Xid {{ .value }} ({{ .xid_description }}) came back on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} after {{ .threshold }} or more GPU resets or node reboots: resetting does not fix it. Drain the node, run the field diagnostics (DCGM level 3 / NVIDIA fieldiag) and contact NVIDIA support for a replacement.",
+        )
+    });
+    if let Ok(action) = Template::parse(INSPECT_HARDWARE) {
+        rule.annotations.insert("action".to_string(), action);
+    }
+    rule
+}
+
+/// The `action` of `GpuXidRecurring`: not one of the catalog's buckets.
+pub const INSPECT_HARDWARE: &str = "INSPECT_HARDWARE";
+
+/// Sets the resets/reboots after which `GpuXidRecurring` escalates
+/// (`[health] xid_escalate_after`), unless the rule file gave it another
+/// condition.
+pub fn set_xid_escalation(rules: &mut [Rule], after: u32) {
+    for rule in rules.iter_mut().filter(|r| r.name == "GpuXidRecurring") {
+        if let Condition::XidRecurring { after: n } = &mut rule.condition {
+            *n = after;
+        }
+    }
+}
+
 /// The built-in rules, in a stable order.
 pub fn builtin_rules() -> Vec<Rule> {
     let half_hour = Duration::from_secs(30 * 60);
@@ -190,6 +227,10 @@ pub fn builtin_rules() -> Vec<Rule> {
             "Unexpected Xid {{ .value }} on GPU {{ .gpu }} of {{ .host }}",
             "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid {{ .value }} ({{ .xid_description }}). NVIDIA's action: {{ .xid_action }}; collect a bug report (nvidia-bug-report.sh) for NVIDIA support.",
         ),
+        // A reset-class Xid that comes back on the same GPU after the
+        // remedy (GPU resets / node reboots, `[health] xid_escalate_after`,
+        // default 2) is the hardware: inspect it (GPUd escalates likewise).
+        xid_recurring_rule(),
         // Any uncorrectable ECC error corrupts data: at once, and kept for
         // 30 minutes like an Xid (it is an event too).
         Rule {

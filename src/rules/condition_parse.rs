@@ -132,6 +132,15 @@ fn parse_call(function: &str, args: &[&str], text: &str) -> Result<Condition, St
                 defer_to_remap: false,
             })
         }
+        "xid_recurring" => {
+            let arg = one()?;
+            match arg.parse::<u32>() {
+                Ok(after @ 1..=1000) => Ok(Condition::XidRecurring { after }),
+                _ => Err(format!(
+                    "\"{arg}\" is not a number of GPU resets / node reboots; use 1 to 1000, e.g. xid_recurring(2)"
+                )),
+            }
+        }
         "increase" => {
             let arg = one()?;
             COUNTERS

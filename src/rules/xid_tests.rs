@@ -142,3 +142,173 @@ fn a_rule_files_xid_condition_does_not_defer() {
         }
     );
 }
+
+/// One step of a GPU's life for the escalation tests.
+enum Step {
+    /// The node booted with this boot id (the agent restarts with it, and
+    /// its Xid counts start at 0).
+    Boot(&'static str),
+    /// The agent restarted: same boot, counts from 0, state restored from
+    /// its saved JSON.
+    AgentRestart,
+    /// The GPU stopped answering, then answered again (a GPU reset).
+    Reset,
+    /// Xid `code` was counted once more.
+    Xid(u64),
+}
+
+/// Runs `steps` through the built-in rules with `[health]
+/// xid_escalate_after = after`; returns whether `GpuXidRecurring` fired
+/// after each Xid step.
+fn recurring(after: u32, steps: &[Step]) -> Vec<bool> {
+    let mut rules = builtin_rules();
+    builtin::set_xid_escalation(&mut rules, after);
+    let mut state = EvalState::default();
+    let mut boot = "boot-0";
+    let mut counts: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut t = 0;
+    let mut out = vec![];
+    let mut eval = |state: &mut EvalState, g: GpuSnapshot, boot: &str| {
+        t += 60;
+        let mut collection = CollectionStats::default();
+        collection.health.boot_id = Some(Arc::from(boot));
+        let snapshot = Snapshot {
+            taken_at: at(t),
+            hostname: "node1".into(),
+            system: Arc::new(SystemInfo::default()),
+            gpus: vec![g],
+            collection,
+            kubelet: None,
+        };
+        let (next, transitions) = evaluate(&rules, &snapshot, state, at(t));
+        *state = next;
+        transitions
+            .iter()
+            .any(|t| t.key.rule == "GpuXidRecurring" && t.to.as_str() == "firing")
+    };
+    let snapshot = |counts: &BTreeMap<u64, u64>| {
+        let list: Vec<(u64, u64)> = counts.iter().map(|(c, n)| (*c, *n)).collect();
+        gpu(&list, false)
+    };
+    for step in steps {
+        match step {
+            Step::Boot(id) => {
+                boot = id;
+                counts.clear();
+                eval(&mut state, snapshot(&counts), boot);
+            }
+            Step::AgentRestart => {
+                let saved = serde_json::to_string(&state).expect("state serializes");
+                state = serde_json::from_str(&saved).expect("state deserializes");
+                counts.clear();
+                eval(&mut state, snapshot(&counts), boot);
+            }
+            Step::Reset => {
+                let mut lost = snapshot(&counts);
+                lost.status = GpuStatus::Lost {
+                    reason: "GPU_IS_LOST".into(),
+                };
+                eval(&mut state, lost, boot);
+                eval(&mut state, snapshot(&counts), boot);
+            }
+            Step::Xid(code) => {
+                *counts.entry(*code).or_default() += 1;
+                out.push(eval(&mut state, snapshot(&counts), boot));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_fatal_xid_that_survives_two_reboots_escalates_to_hardware_inspection() {
+    use Step::*;
+    let fired = recurring(
+        2,
+        &[Boot("a"), Xid(79), Boot("b"), Xid(79), Boot("c"), Xid(79)],
+    );
+    assert_eq!(fired, [false, false, true]);
+}
+
+#[test]
+fn gpu_resets_count_like_reboots_and_the_count_is_configurable() {
+    use Step::*;
+    let fired = recurring(2, &[Boot("a"), Xid(48), Reset, Xid(48), Reset, Xid(48)]);
+    assert_eq!(fired, [false, false, true]);
+    let fired = recurring(1, &[Boot("a"), Xid(48), Reset, Xid(48)]);
+    assert_eq!(fired, [false, true]);
+}
+
+#[test]
+fn agent_restarts_repeats_within_one_boot_and_other_classes_do_not_escalate() {
+    use Step::*;
+    // An agent restart is not a reboot: the same boot id.
+    let fired = recurring(
+        2,
+        &[
+            Boot("a"),
+            Xid(79),
+            AgentRestart,
+            Xid(79),
+            AgentRestart,
+            Xid(79),
+        ],
+    );
+    assert_eq!(fired, [false, false, false]);
+    // Many within one boot: still one epoch.
+    let fired = recurring(1, &[Boot("a"), Xid(79), Xid(79), Xid(79)]);
+    assert_eq!(fired, [false, false, false]);
+    // The epochs survive an agent restart (saved with the alert state).
+    let fired = recurring(
+        2,
+        &[
+            Boot("a"),
+            Xid(79),
+            Boot("b"),
+            AgentRestart,
+            Xid(79),
+            Boot("c"),
+            AgentRestart,
+            Xid(79),
+        ],
+    );
+    assert_eq!(fired, [false, false, true]);
+    // A different code, or an application error, does not escalate.
+    let fired = recurring(
+        1,
+        &[
+            Boot("a"),
+            Xid(79),
+            Boot("b"),
+            Xid(48),
+            Boot("c"),
+            Xid(13),
+            Boot("d"),
+            Xid(13),
+        ],
+    );
+    assert_eq!(fired, [false, false, false, false]);
+}
+
+#[test]
+fn xid_recurring_parses_and_the_rule_says_inspect_hardware() {
+    assert_eq!(
+        Condition::parse("xid_recurring(3)"),
+        Ok(Condition::XidRecurring { after: 3 })
+    );
+    assert!(Condition::parse("xid_recurring(0)").is_err());
+    let rule = builtin_rules()
+        .into_iter()
+        .find(|r| r.name == "GpuXidRecurring")
+        .expect("built in");
+    let context = Context {
+        value: Some(79.0),
+        host: "n1",
+        ..Context::default()
+    };
+    assert_eq!(
+        rule.annotations["action"].render(&context),
+        "INSPECT_HARDWARE"
+    );
+    assert_eq!(rule.severity, Severity::Critical);
+}
