@@ -454,5 +454,4 @@ pub fn lookup(code: u64) -> Option<&'static XidInfo> {
 }
 
 #[cfg(test)]
-#[path = "catalog_tests.rs"]
 mod tests;
