@@ -125,6 +125,13 @@ mod tests {
             recurring(&named),
             Some(Condition::XidRecurring { after: 3 })
         );
+        // A rule file's own condition stands.
+        let own = Config::parse(
+            "[health]\nxid_escalate_after = 3\n\n[[rules]]\nname = \"GpuXidRecurring\"\ncondition = \"xid_recurring(5)\"\n",
+            "h.toml",
+        )
+        .expect("valid");
+        assert_eq!(recurring(&own), Some(Condition::XidRecurring { after: 5 }));
         let off = Config::parse("[health]\nboot_id = \"\"\n", "h.toml").expect("valid");
         assert_eq!(off.health.boot_id, None);
         match Config::parse("[health]\nxid_escalate_after = 0\n", "h.toml") {

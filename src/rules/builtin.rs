@@ -120,13 +120,17 @@ fn xid_recurring_rule() -> Rule {
 pub const INSPECT_HARDWARE: &str = "INSPECT_HARDWARE";
 
 /// Sets the resets/reboots after which `GpuXidRecurring` escalates
-/// (`[health] xid_escalate_after`), unless the rule file gave it another
-/// condition.
+/// (`[health] xid_escalate_after`), unless the rule file gave it a
+/// condition of its own (then that one stands).
 pub fn set_xid_escalation(rules: &mut [Rule], after: u32) {
-    for rule in rules.iter_mut().filter(|r| r.name == "GpuXidRecurring") {
-        if let Condition::XidRecurring { after: n } = &mut rule.condition {
-            *n = after;
-        }
+    let built_in = Condition::XidRecurring {
+        after: crate::health::settings::DEFAULT_XID_ESCALATE_AFTER,
+    };
+    for rule in rules
+        .iter_mut()
+        .filter(|r| r.name == "GpuXidRecurring" && r.condition == built_in)
+    {
+        rule.condition = Condition::XidRecurring { after };
     }
 }
 
