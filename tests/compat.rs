@@ -121,7 +121,19 @@ fn dcgm_and_nvidia_smi_names_carry_the_scenario_in_their_units() {
     );
     // Xid 13 at 5 s, then 31 at 6 s: dcgm reports the last code.
     assert_eq!(dcgm("DCGM_FI_DEV_XID_ERRORS", &gpu0), Some(31.0));
-    assert_eq!(dcgm("DCGM_FI_DEV_XID_ERRORS", &gpu1), None);
+    // None yet: 0, as dcgm-exporter reports it.
+    assert_eq!(dcgm("DCGM_FI_DEV_XID_ERRORS", &gpu1), Some(0.0));
+    // GPU 0's two NVLink links count no errors: the per-GPU totals are 0;
+    // the RTX 3090 has no NVLink: absent.
+    for field in [
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    ] {
+        assert_eq!(dcgm(field, &gpu0), Some(0.0), "{field}");
+        assert_eq!(dcgm(field, &gpu1), None, "{field}");
+    }
     assert_eq!(dcgm("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", &gpu0), Some(3.0));
     assert_eq!(dcgm("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", &gpu0), Some(0.0));
     assert_eq!(dcgm("DCGM_FI_DEV_ROW_REMAP_PENDING", &gpu0), Some(1.0));
@@ -300,7 +312,7 @@ fn check_promtool(m: &Metrics) {
     // `modelName` label is camelCase. (Its counters would also draw
     // "counter metrics should have "_total" suffix"; here they are untyped.)
     let dcgm: Vec<&String> = m.types.keys().filter(|n| n.starts_with("DCGM_")).collect();
-    assert_eq!(dcgm.len(), 27 + 16, "DCGM families: {dcgm:?}");
+    assert_eq!(dcgm.len(), 31 + 16, "DCGM families: {dcgm:?}");
     for name in dcgm {
         expected.insert(format!(
             "{name} label names should be written in 'snake_case' not 'camelCase'"

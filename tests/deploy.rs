@@ -31,7 +31,7 @@ fn alert_rules_pass_promtool_check_rules() {
         &promtool(),
         &["check", "rules", "deploy/prometheus/gpuwatch-rules.yml"],
     );
-    assert!(out.contains("SUCCESS: 27 rules found"), "{out}");
+    assert!(out.contains("SUCCESS: 28 rules found"), "{out}");
 }
 
 #[test]
@@ -89,6 +89,41 @@ fn alert_rules_use_only_metrics_gpuwatch_exports() {
         !rules.contains("> 85") && !rules.contains(">= 85"),
         "temperature alerts use the GPU's own thresholds"
     );
+}
+
+#[test]
+fn xid_alert_rules_carry_the_catalogs_codes_per_class() {
+    use gpuwatch::health::catalog::{codes_of, Class, XID_DEFER_TO_REMAP};
+    let rules = read("deploy/prometheus/gpuwatch-rules.yml");
+    for class in Class::ALL {
+        let Some(name) = class.rule() else { continue };
+        let block = rules
+            .split("- alert: ")
+            .find(|b| b.starts_with(&format!("{name}\n")))
+            .unwrap_or_else(|| panic!("{name} is not in gpuwatch-rules.yml"));
+        let codes: Vec<String> = codes_of(class).iter().map(u64::to_string).collect();
+        let want = format!("xid=~\"{}\"", codes.join("|"));
+        let selectors: Vec<&str> = block
+            .match_indices("xid=~\"")
+            .map(|(i, _)| &block[i..])
+            .collect();
+        assert_eq!(selectors.len(), 3, "{name}: three selectors");
+        for selector in selectors {
+            assert!(selector.starts_with(&want), "{name}: want {want}");
+        }
+        // Xid 63/64 in this class defer to the row-remap readings.
+        for code in XID_DEFER_TO_REMAP
+            .iter()
+            .filter(|c| codes_of(class).contains(c))
+        {
+            let defer =
+                format!("label_replace(gpuwatch_remapped_rows_pending, \"xid\", \"{code}\"");
+            assert!(
+                block.contains(&defer),
+                "{name}: Xid {code} defers to row remap"
+            );
+        }
+    }
 }
 
 // --- systemd ------------------------------------------------------------------

@@ -154,6 +154,7 @@ impl Config {
         );
         let kubernetes = v.kubernetes(raw.kubernetes.unwrap_or_default());
         let health = v.health(raw.health.unwrap_or_default());
+        crate::rules::builtin::set_xid_escalation(&mut rules, health.xid_escalate_after);
         // One node-level rule per profile: it fits on no GPU of the node.
         match crate::rules::capacity::rules(&capacity, capacity.alert_for) {
             Ok(profile_rules) => rules.extend(profile_rules),

@@ -40,6 +40,10 @@ pub struct RawHealth {
     pub kernel_log: Option<PathBuf>,
     /// sysfs PCI device tree; "" turns the count off.
     pub pci_devices: Option<PathBuf>,
+    /// File holding the kernel's boot id; "" turns reboot detection off.
+    pub boot_id: Option<PathBuf>,
+    /// After how many resets/reboots a returning Xid escalates (≥ 1).
+    pub xid_escalate_after: Option<Spanned<i64>>,
 }
 
 /// `[kubernetes]`.

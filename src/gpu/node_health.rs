@@ -26,6 +26,10 @@ pub struct NodeHealth {
     /// NVIDIA GPUs on the PCI bus (`0000:18:00.0`, ascending), whether the
     /// driver saw them or not; `None` when not counted (off, unreadable).
     pub pci_gpus: Option<Arc<Vec<String>>>,
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`), read once
+    /// at start: a new one means the node rebooted (an agent restart keeps
+    /// it). `None` when not read.
+    pub boot_id: Option<Arc<str>>,
 }
 
 impl NodeHealth {

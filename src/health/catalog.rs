@@ -1,16 +1,24 @@
 //! NVIDIA's Xid catalog: per code, what it means and what to do first.
 //!
-//! Two sources, both NVIDIA's, read on 2026-12-01:
-//! - codes 1 to 13 with their descriptions: "Analyzing Xid Errors with the
+//! Sources, all NVIDIA's:
+//! - codes 1 to 13, description and action: "Analyzing Xid Errors with the
 //!   Xid Catalog", <https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html>
-//!   (table "Xids", Ampere and newer; the copy available here ended at 13);
-//! - codes 14 to 162, mnemonic and immediate action only: the catalog as
-//!   NVIDIA ships it in NVSentinel, `distros/kubernetes/nvsentinel/charts/
+//!   (table "Xids", Ampere and newer), read 2026-12-01;
+//! - codes 14 to 162, mnemonic and immediate action: the catalog as NVIDIA
+//!   ships it in NVSentinel, `distros/kubernetes/nvsentinel/charts/
 //!   gpu-health-monitor/xiderrorsmapping.csv` (github.com/NVIDIA/NVSentinel,
-//!   commit 6f8b0fcf). There the page's CONTACT_SUPPORT is spelled
-//!   UNEXPECTED_ERR_REPORT_ISSUE (checked on codes 1 to 12, where both
-//!   sources agree); it is kept as CONTACT_SUPPORT here. These rows have no
-//!   description: NVIDIA's mnemonic stands in for it.
+//!   commit 6f8b0fcf), read 2026-12-01. There the page's CONTACT_SUPPORT is
+//!   spelled UNEXPECTED_ERR_REPORT_ISSUE (checked on codes 1 to 12, where
+//!   both sources agree); it is kept as CONTACT_SUPPORT here;
+//! - codes 14 to 162, description: the "Description" column of the same
+//!   NVIDIA catalog's spreadsheet (Xid-Catalog.xlsx, sheet "Catalog", linked
+//!   from the page above), as transcribed on 2025-10-29 in
+//!   github.com/leptonai/gpud `components/accelerator/nvidia/xid/
+//!   catalog_generated.go` (commit 73e270e3), read 2026-12-01. Where
+//!   NVIDIA writes "Unused" the row says so. That copy names Xid 162
+//!   (PSHC_REENGAGED) and gives it no action; NVSentinel's RESET_GPU is
+//!   kept. It also differs from NVSentinel on the action of Xid 160
+//!   (IGNORE there): NVSentinel's is kept, as for every action.
 //!
 //! Xid 154 ("GPU recovery action changed") accompanies another Xid: act on
 //! that one (`follows_another`).
@@ -105,16 +113,11 @@ const fn row(
     }
 }
 
-/// A row from NVSentinel's copy: mnemonic and action, no description.
-const fn mapped(code: u64, mnemonic: &'static str, action: Action) -> XidInfo {
-    row(code, mnemonic, mnemonic, action)
-}
-
 /// Xid 154: it accompanies another Xid, whose guidance applies.
-const fn linked(code: u64, mnemonic: &'static str) -> XidInfo {
+const fn linked(code: u64, mnemonic: &'static str, description: &'static str) -> XidInfo {
     XidInfo {
         follows_another: true,
-        ..row(code, mnemonic, mnemonic, Action::FollowLinkedXid)
+        ..row(code, mnemonic, description, Action::FollowLinkedXid)
     }
 }
 
@@ -198,278 +201,249 @@ const CATALOG: &[XidInfo] = &[
         "Graphics Engine Exception",
         Action::RestartApp,
     ),
-    mapped(14, "ROBUST_CHANNEL_FAKE_ERROR", Action::Ignore),
-    mapped(
-        15,
-        "ROBUST_CHANNEL_SCANLINE_TIMEOUT",
-        Action::ContactSupport,
+    row(14, "ROBUST_CHANNEL_FAKE_ERROR", "Unused", Action::Ignore),
+    row(15, "ROBUST_CHANNEL_SCANLINE_TIMEOUT", "Unused", Action::ContactSupport),
+    row(16, "ROBUST_CHANNEL_VBLANK_CALLBACK_TIMEOUT", "Unused", Action::ContactSupport),
+    row(17, "ROBUST_CHANNEL_PARAMETER_ERROR", "Unused", Action::ContactSupport),
+    row(18, "ROBUST_CHANNEL_BUS_MASTER_TIMEOUT_ERROR", "Unused", Action::ContactSupport),
+    row(19, "ROBUST_CHANNEL_DISP_MISSED_NOTIFIER", "Unused", Action::ContactSupport),
+    row(20, "ROBUST_CHANNEL_MPEG_ERROR_SW_METHOD", "Unused", Action::ContactSupport),
+    row(21, "ROBUST_CHANNEL_ME_ERROR_SW_METHOD", "Unused", Action::ContactSupport),
+    row(22, "ROBUST_CHANNEL_VP_ERROR_SW_METHOD", "Unused", Action::ContactSupport),
+    row(23, "ROBUST_CHANNEL_RC_LOGGING_ENABLED", "Unused", Action::ContactSupport),
+    row(24, "ROBUST_CHANNEL_GR_SEMAPHORE_TIMEOUT", "Unused", Action::ContactSupport),
+    row(25, "ROBUST_CHANNEL_GR_ILLEGAL_NOTIFY", "Invalid or illegal push buffer stream", Action::RestartApp),
+    row(26, "ROBUST_CHANNEL_FIFO_ERROR_FBISTATE_TIMEOUT", "Unused", Action::ContactSupport),
+    row(27, "ROBUST_CHANNEL_VP_ERROR", "Unused", Action::ContactSupport),
+    row(28, "ROBUST_CHANNEL_VP2_ERROR", "Unused", Action::ContactSupport),
+    row(29, "ROBUST_CHANNEL_BSP_ERROR", "Unused", Action::ContactSupport),
+    row(30, "ROBUST_CHANNEL_BAD_ADDR_ACCESS", "Unused", Action::ContactSupport),
+    row(31, "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT", "GPU memory page fault", Action::RestartApp),
+    row(32, "ROBUST_CHANNEL_PBDMA_ERROR", "Invalid or corrupted push buffer stream", Action::RestartApp),
+    row(33, "ROBUST_CHANNEL_SEC_ERROR", "Unused", Action::ContactSupport),
+    row(34, "ROBUST_CHANNEL_MSVLD_ERROR", "Unused", Action::ContactSupport),
+    row(35, "ROBUST_CHANNEL_MSPDEC_ERROR", "Unused", Action::ContactSupport),
+    row(36, "ROBUST_CHANNEL_MSPPP_ERROR", "Unused", Action::ContactSupport),
+    row(37, "ROBUST_CHANNEL_FECS_ERR_UNIMP_FIRMWARE_METHOD", "Driver firmware error", Action::Ignore),
+    row(38, "ROBUST_CHANNEL_FECS_ERR_WATCHDOG_TIMEOUT", "Driver firmware error", Action::Ignore),
+    row(39, "ROBUST_CHANNEL_CE0_ERROR", "Copy Engine Exception", Action::RestartApp),
+    row(40, "ROBUST_CHANNEL_CE1_ERROR", "Copy Engine Exception", Action::RestartApp),
+    row(41, "ROBUST_CHANNEL_CE2_ERROR", "Copy Engine Exception", Action::RestartApp),
+    row(42, "ROBUST_CHANNEL_VIC_ERROR", "Unused", Action::ContactSupport),
+    row(43, "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", "GPU stopped processing", Action::Ignore),
+    row(44, "ROBUST_CHANNEL_GR_FAULT_DURING_CTXSW", "Graphics Engine fault during context switch", Action::Ignore),
+    row(45, "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", "Preemptive cleanup, due to previous errors -- Most likely to see when running multiple cuda applications and hitting a DBE", Action::WorkflowXid45),
+    row(46, "ROBUST_CHANNEL_GPU_TIMEOUT_ERROR", "GPU stopped processing", Action::ResetGpu),
+    row(47, "ROBUST_CHANNEL_NVENC0_ERROR", "Unused", Action::ContactSupport),
+    row(48, "ROBUST_CHANNEL_GPU_ECC_DBE", "Double Bit ECC Error", Action::WorkflowXid48),
+    row(49, "SILENT_RUNNING_CONSTANT_LEVEL_SET_BY_REGISTRY", "Unused", Action::ContactSupport),
+    row(50, "SILENT_RUNNING_LEVEL_TRANSITION_DUE_TO_RC_ERROR", "Unused", Action::ContactSupport),
+    row(51, "SILENT_RUNNING_STRESS_TEST_FAILURE", "Unused", Action::ContactSupport),
+    row(52, "SILENT_RUNNING_LEVEL_TRANS_DUE_TO_TEMP_RISE", "Unused", Action::ContactSupport),
+    row(53, "SILENT_RUNNING_TEMP_REDUCED_CLOCKING", "Unused", Action::ContactSupport),
+    row(54, "SILENT_RUNNING_PWR_REDUCED_CLOCKING", "Auxiliary power is not connected to the GPU board", Action::CheckMechanicals),
+    row(55, "SILENT_RUNNING_TEMPERATURE_READ_ERROR", "Unused", Action::ContactSupport),
+    row(56, "DISPLAY_CHANNEL_EXCEPTION", "Unused", Action::ContactSupport),
+    row(57, "FB_LINK_TRAINING_FAILURE_ERROR", "Unused", Action::ContactSupport),
+    row(58, "FB_MEMORY_ERROR", "Unused", Action::ContactSupport),
+    row(59, "PMU_ERROR", "Unused", Action::ContactSupport),
+    row(60, "ROBUST_CHANNEL_SEC2_ERROR", "Video processor exception", Action::RestartApp),
+    row(61, "PMU_BREAKPOINT", "Unused", Action::ContactSupport),
+    row(62, "PMU_HALT_ERROR", "Internal micro-controller halt (newer drivers)", Action::ResetGpu),
+    row(63, "INFOROM_DRAM_RETIREMENT_EVENT", "GPU memory remapping event", Action::Ignore),
+    row(64, "INFOROM_DRAM_RETIREMENT_FAILURE", "GPU memory remapping failure", Action::ResetGpu),
+    row(65, "ROBUST_CHANNEL_NVENC1_ERROR", "Unused", Action::ContactSupport),
+    row(66, "ROBUST_CHANNEL_FECS_ERR_REG_ACCESS_VIOLATION", "Illegal access by driver", Action::Ignore),
+    row(67, "ROBUST_CHANNEL_FECS_ERR_VERIF_VIOLATION", "Illegal access by driver", Action::Ignore),
+    row(68, "ROBUST_CHANNEL_NVDEC0_ERROR", "NVDEC0 Exception", Action::RestartApp),
+    row(69, "ROBUST_CHANNEL_GR_CLASS_ERROR", "Graphics Engine class error", Action::RestartApp),
+    row(70, "ROBUST_CHANNEL_CE3_ERROR", "CE3: Unknown Error", Action::RestartApp),
+    row(71, "ROBUST_CHANNEL_CE4_ERROR", "CE4: Unknown Error", Action::RestartApp),
+    row(72, "ROBUST_CHANNEL_CE5_ERROR", "CE5: Unknown Error", Action::RestartApp),
+    row(73, "ROBUST_CHANNEL_NVENC2_ERROR", "Unused", Action::ContactSupport),
+    row(74, "NVLINK_ERROR", "NVLINK Error", Action::WorkflowNvlink),
+    row(75, "ROBUST_CHANNEL_CE6_ERROR", "CE6: Unknown Error", Action::RestartApp),
+    row(76, "ROBUST_CHANNEL_CE7_ERROR", "CE7: Unknown Error", Action::RestartApp),
+    row(77, "ROBUST_CHANNEL_CE8_ERROR", "CE8: Unknown Error", Action::RestartApp),
+    row(78, "VGPU_START_ERROR", "vGPU Start Error", Action::UpdateSwFw),
+    row(79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "GPU has fallen off the bus", Action::RestartBm),
+    row(80, "PBDMA_PUSHBUFFER_CRC_MISMATCH", "Corrupted data sent to GPU", Action::RestartApp),
+    row(81, "ROBUST_CHANNEL_VGA_SUBSYSTEM_ERROR", "Unused", Action::ContactSupport),
+    row(82, "ROBUST_CHANNEL_NVJPG0_ERROR", "NVJPG0 Error", Action::RestartApp),
+    row(83, "ROBUST_CHANNEL_NVDEC1_ERROR", "NVDEC1 Error", Action::RestartApp),
+    row(84, "ROBUST_CHANNEL_NVDEC2_ERROR", "NVDEC2 Error", Action::RestartApp),
+    row(85, "ROBUST_CHANNEL_CE9_ERROR", "CE9: Unknown Error", Action::RestartApp),
+    row(86, "ROBUST_CHANNEL_OFA0_ERROR", "OFA Exception", Action::RestartApp),
+    row(87, "NVTELEMETRY_DRIVER_REPORT", "Unused", Action::ContactSupport),
+    row(88, "ROBUST_CHANNEL_NVDEC3_ERROR", "NVDEC3 Error", Action::RestartApp),
+    row(89, "ROBUST_CHANNEL_NVDEC4_ERROR", "NVDEC4 Error", Action::RestartApp),
+    row(90, "LTC_ERROR", "Unused", Action::ContactSupport),
+    row(91, "RESERVED_XID", "Unused", Action::ContactSupport),
+    row(92, "EXCESSIVE_SBE_INTERRUPTS", "High single-bit ECC error rate", Action::Ignore),
+    row(93, "INFOROM_ERASE_LIMIT_EXCEEDED", "Non-fatal violation of provisioned InfoROM wear limit", Action::Ignore),
+    row(94, "ROBUST_CHANNEL_CONTAINED_ERROR", "Contained memory error", Action::RestartApp),
+    row(95, "ROBUST_CHANNEL_UNCONTAINED_ERROR", "Uncontained memory error", Action::ResetGpu),
+    row(96, "ROBUST_CHANNEL_NVDEC5_ERROR", "NVDEC5 Error", Action::RestartApp),
+    row(97, "ROBUST_CHANNEL_NVDEC6_ERROR", "NVDEC6 Error", Action::RestartApp),
+    row(98, "ROBUST_CHANNEL_NVDEC7_ERROR", "NVDEC7 Error", Action::RestartApp),
+    row(99, "ROBUST_CHANNEL_NVJPG1_ERROR", "NVJPG1 Error", Action::RestartApp),
+    row(100, "ROBUST_CHANNEL_NVJPG2_ERROR", "NVJPG2 Error", Action::RestartApp),
+    row(101, "ROBUST_CHANNEL_NVJPG3_ERROR", "NVJPG3 Error", Action::RestartApp),
+    row(102, "ROBUST_CHANNEL_NVJPG4_ERROR", "NVJPG4 Error", Action::RestartApp),
+    row(103, "ROBUST_CHANNEL_NVJPG5_ERROR", "NVJPG5 Error", Action::RestartApp),
+    row(104, "ROBUST_CHANNEL_NVJPG6_ERROR", "NVJPG6 Error", Action::RestartApp),
+    row(105, "ROBUST_CHANNEL_NVJPG7_ERROR", "NVJPG7 Error", Action::RestartApp),
+    row(106, "SMBPBI_TEST_MESSAGE", "SMBPBI Test Message", Action::Ignore),
+    row(107, "SMBPBI_TEST_MESSAGE_SILENT", "SMBPBI Test Message Silent", Action::Ignore),
+    row(108, "DESTINATION_FLA_TRANSLATION_ERROR", "Unused", Action::ContactSupport),
+    row(109, "ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR", "Context Switch Timeout Error", Action::ResetGpu),
+    row(110, "SEC_FAULT_ERROR", "Security Fault Error", Action::ResetGpu),
+    row(111, "BUNDLE_ERROR_EVENT", "Unused", Action::ContactSupport),
+    row(112, "DISP_SUPERVISOR_ERROR", "Unused", Action::ContactSupport),
+    row(113, "DP_LT_FAILURE", "Unused", Action::ContactSupport),
+    row(114, "HEAD_RG_UNDERFLOW", "Unused", Action::ContactSupport),
+    row(115, "CORE_CHANNEL_REGS", "Unused", Action::ContactSupport),
+    row(116, "WINDOW_CHANNEL_REGS", "Unused", Action::ContactSupport),
+    row(117, "CURSOR_CHANNEL_REGS", "Unused", Action::ContactSupport),
+    row(118, "HEAD_REGS", "Unused", Action::ContactSupport),
+    row(119, "GSP_RPC_TIMEOUT", "GSP RPC Timeout", Action::ResetGpu),
+    row(120, "GSP_ERROR", "GSP Error", Action::ResetGpu),
+    row(121, "C2C_ERROR", "C2C Error", Action::Ignore),
+    row(122, "SPI_PMU_RPC_READ_FAIL", "Unused", Action::ContactSupport),
+    row(123, "SPI_PMU_RPC_WRITE_FAIL", "Unused", Action::ContactSupport),
+    row(124, "SPI_PMU_RPC_ERASE_FAIL", "Unused", Action::ContactSupport),
+    row(125, "INFOROM_FS_ERROR", "Unused", Action::ContactSupport),
+    row(126, "ROBUST_CHANNEL_CE10_ERROR", "CE10: Unknown Error", Action::RestartApp),
+    row(127, "ROBUST_CHANNEL_CE11_ERROR", "CE11: Unknown Error", Action::RestartApp),
+    row(128, "ROBUST_CHANNEL_CE12_ERROR", "CE12: Unknown Error", Action::RestartApp),
+    row(129, "ROBUST_CHANNEL_CE13_ERROR", "CE13: Unknown Error", Action::RestartApp),
+    row(130, "ROBUST_CHANNEL_CE14_ERROR", "CE14: Unknown Error", Action::RestartApp),
+    row(131, "ROBUST_CHANNEL_CE15_ERROR", "CE15: Unknown Error", Action::RestartApp),
+    row(132, "ROBUST_CHANNEL_CE16_ERROR", "CE16: Unknown Error", Action::RestartApp),
+    row(133, "ROBUST_CHANNEL_CE17_ERROR", "CE17: Unknown Error", Action::RestartApp),
+    row(134, "ROBUST_CHANNEL_CE18_ERROR", "CE18: Unknown Error", Action::RestartApp),
+    row(135, "ROBUST_CHANNEL_CE19_ERROR", "CE19: Unknown Error", Action::RestartApp),
+    row(136, "ALI_TRAINING_FAIL", "Link Training Failed", Action::ResetGpu),
+    row(137, "NVLINK_FLA_PRIV_ERR", "NVLink Privilege Error", Action::Ignore),
+    row(138, "ROBUST_CHANNEL_DLA_ERROR", "Unused", Action::ContactSupport),
+    row(139, "ROBUST_CHANNEL_OFA1_ERROR", "OFA1 Error", Action::RestartApp),
+    row(140, "UNRECOVERABLE_ECC_ERROR_ESCAPE", "ECC Unrecovered Error", Action::ResetGpu),
+    row(141, "ROBUST_CHANNEL_FAST_PATH_ERROR", "CUDA Fast Path Error", Action::Ignore),
+    row(142, "ROBUST_CHANNEL_NVENC3_ERROR", "NVENC3 Error", Action::ContactSupport),
+    row(143, "GPU_INIT_ERROR", "GPU Initialization Error", Action::ResetGpu),
+    row(144, "NVLINK_SAW_ERROR", "NVLINK: SAW Error", Action::WorkflowNvlink5),
+    row(145, "NVLINK_RLW_ERROR", "NVLINK: RLW Error", Action::WorkflowNvlink5),
+    row(146, "NVLINK_TLW_ERROR", "NVLINK: TLW Error", Action::WorkflowNvlink5),
+    row(147, "NVLINK_TREX_ERROR", "NVLINK: TREX Error", Action::WorkflowNvlink5),
+    row(148, "NVLINK_NVLPW_CTRL_ERROR", "NVLINK: NVLPW_CTRL Error", Action::WorkflowNvlink5),
+    row(149, "NVLINK_NETIR_ERROR", "NVLINK: NETIR Error", Action::WorkflowNvlink5),
+    row(150, "NVLINK_MSE_ERROR", "NVLINK: MSE Error", Action::WorkflowNvlink5),
+    row(151, "ROBUST_CHANNEL_KEY_ROTATION_ERROR", "Key rotation Error", Action::RestartVm),
+    row(152, "ROBUST_CHANNEL_DLA_SMMU_ERROR", "DLA SMMU Error", Action::Ignore),
+    row(153, "ROBUST_CHANNEL_DLA_TIMEOUT", "DLA timeout Error", Action::Ignore),
+    linked(154, "GPU_RECOVERY_ACTION_CHANGED", "GPU Recovery Action Changed"),
+    row(155, "NVLINK_SW_DEFINED_ERROR", "NVLINK: SW Defined Error", Action::ResetGpu),
+    row(156, "RESOURCE_RETIREMENT_EVENT", "Resource Retirement Event", Action::ResetGpu),
+    row(157, "RESOURCE_RETIREMENT_FAILURE", "Resource Retirement Failure", Action::Ignore),
+    row(158, "GPU_FATAL_TIMEOUT", "GPU Fatal Timeout", Action::ResetGpu),
+    row(159, "ROBUST_CHANNEL_CHI_NON_DATA_ERROR", "CHI Non-Data Error", Action::CheckUvm),
+    row(160, "CHANNEL_RETIREMENT_EVENT", "Channel Retirement Event", Action::RestartBm),
+    row(161, "CHANNEL_RETIREMENT_FAILURE", "Channel Retirement Failure", Action::Ignore),
+    row(
+        162,
+        "PSHC_REENGAGED",
+        "Power Smoothing HW Circuitry capability reengaged",
+        Action::ResetGpu,
     ),
-    mapped(
-        16,
-        "ROBUST_CHANNEL_VBLANK_CALLBACK_TIMEOUT",
-        Action::ContactSupport,
-    ),
-    mapped(17, "ROBUST_CHANNEL_PARAMETER_ERROR", Action::ContactSupport),
-    mapped(
-        18,
-        "ROBUST_CHANNEL_BUS_MASTER_TIMEOUT_ERROR",
-        Action::ContactSupport,
-    ),
-    mapped(
-        19,
-        "ROBUST_CHANNEL_DISP_MISSED_NOTIFIER",
-        Action::ContactSupport,
-    ),
-    mapped(
-        20,
-        "ROBUST_CHANNEL_MPEG_ERROR_SW_METHOD",
-        Action::ContactSupport,
-    ),
-    mapped(
-        21,
-        "ROBUST_CHANNEL_ME_ERROR_SW_METHOD",
-        Action::ContactSupport,
-    ),
-    mapped(
-        22,
-        "ROBUST_CHANNEL_VP_ERROR_SW_METHOD",
-        Action::ContactSupport,
-    ),
-    mapped(
-        23,
-        "ROBUST_CHANNEL_RC_LOGGING_ENABLED",
-        Action::ContactSupport,
-    ),
-    mapped(
-        24,
-        "ROBUST_CHANNEL_GR_SEMAPHORE_TIMEOUT",
-        Action::ContactSupport,
-    ),
-    mapped(25, "ROBUST_CHANNEL_GR_ILLEGAL_NOTIFY", Action::RestartApp),
-    mapped(
-        26,
-        "ROBUST_CHANNEL_FIFO_ERROR_FBISTATE_TIMEOUT",
-        Action::ContactSupport,
-    ),
-    mapped(27, "ROBUST_CHANNEL_VP_ERROR", Action::ContactSupport),
-    mapped(28, "ROBUST_CHANNEL_VP2_ERROR", Action::ContactSupport),
-    mapped(29, "ROBUST_CHANNEL_BSP_ERROR", Action::ContactSupport),
-    mapped(30, "ROBUST_CHANNEL_BAD_ADDR_ACCESS", Action::ContactSupport),
-    mapped(
-        31,
-        "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT",
-        Action::RestartApp,
-    ),
-    mapped(32, "ROBUST_CHANNEL_PBDMA_ERROR", Action::RestartApp),
-    mapped(33, "ROBUST_CHANNEL_SEC_ERROR", Action::ContactSupport),
-    mapped(34, "ROBUST_CHANNEL_MSVLD_ERROR", Action::ContactSupport),
-    mapped(35, "ROBUST_CHANNEL_MSPDEC_ERROR", Action::ContactSupport),
-    mapped(36, "ROBUST_CHANNEL_MSPPP_ERROR", Action::ContactSupport),
-    mapped(
-        37,
-        "ROBUST_CHANNEL_FECS_ERR_UNIMP_FIRMWARE_METHOD",
-        Action::Ignore,
-    ),
-    mapped(
-        38,
-        "ROBUST_CHANNEL_FECS_ERR_WATCHDOG_TIMEOUT",
-        Action::Ignore,
-    ),
-    mapped(39, "ROBUST_CHANNEL_CE0_ERROR", Action::RestartApp),
-    mapped(40, "ROBUST_CHANNEL_CE1_ERROR", Action::RestartApp),
-    mapped(41, "ROBUST_CHANNEL_CE2_ERROR", Action::RestartApp),
-    mapped(42, "ROBUST_CHANNEL_VIC_ERROR", Action::ContactSupport),
-    mapped(
-        43,
-        "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR",
-        Action::Ignore,
-    ),
-    mapped(44, "ROBUST_CHANNEL_GR_FAULT_DURING_CTXSW", Action::Ignore),
-    mapped(
-        45,
-        "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL",
-        Action::WorkflowXid45,
-    ),
-    mapped(46, "ROBUST_CHANNEL_GPU_TIMEOUT_ERROR", Action::ResetGpu),
-    mapped(47, "ROBUST_CHANNEL_NVENC0_ERROR", Action::ContactSupport),
-    mapped(48, "ROBUST_CHANNEL_GPU_ECC_DBE", Action::WorkflowXid48),
-    mapped(
-        49,
-        "SILENT_RUNNING_CONSTANT_LEVEL_SET_BY_REGISTRY",
-        Action::ContactSupport,
-    ),
-    mapped(
-        50,
-        "SILENT_RUNNING_LEVEL_TRANSITION_DUE_TO_RC_ERROR",
-        Action::ContactSupport,
-    ),
-    mapped(
-        51,
-        "SILENT_RUNNING_STRESS_TEST_FAILURE",
-        Action::ContactSupport,
-    ),
-    mapped(
-        52,
-        "SILENT_RUNNING_LEVEL_TRANS_DUE_TO_TEMP_RISE",
-        Action::ContactSupport,
-    ),
-    mapped(
-        53,
-        "SILENT_RUNNING_TEMP_REDUCED_CLOCKING",
-        Action::ContactSupport,
-    ),
-    mapped(
-        54,
-        "SILENT_RUNNING_PWR_REDUCED_CLOCKING",
-        Action::CheckMechanicals,
-    ),
-    mapped(
-        55,
-        "SILENT_RUNNING_TEMPERATURE_READ_ERROR",
-        Action::ContactSupport,
-    ),
-    mapped(56, "DISPLAY_CHANNEL_EXCEPTION", Action::ContactSupport),
-    mapped(57, "FB_LINK_TRAINING_FAILURE_ERROR", Action::ContactSupport),
-    mapped(58, "FB_MEMORY_ERROR", Action::ContactSupport),
-    mapped(59, "PMU_ERROR", Action::ContactSupport),
-    mapped(60, "ROBUST_CHANNEL_SEC2_ERROR", Action::RestartApp),
-    mapped(61, "PMU_BREAKPOINT", Action::ContactSupport),
-    mapped(62, "PMU_HALT_ERROR", Action::ResetGpu),
-    mapped(63, "INFOROM_DRAM_RETIREMENT_EVENT", Action::Ignore),
-    mapped(64, "INFOROM_DRAM_RETIREMENT_FAILURE", Action::ResetGpu),
-    mapped(65, "ROBUST_CHANNEL_NVENC1_ERROR", Action::ContactSupport),
-    mapped(
-        66,
-        "ROBUST_CHANNEL_FECS_ERR_REG_ACCESS_VIOLATION",
-        Action::Ignore,
-    ),
-    mapped(
-        67,
-        "ROBUST_CHANNEL_FECS_ERR_VERIF_VIOLATION",
-        Action::Ignore,
-    ),
-    mapped(68, "ROBUST_CHANNEL_NVDEC0_ERROR", Action::RestartApp),
-    mapped(69, "ROBUST_CHANNEL_GR_CLASS_ERROR", Action::RestartApp),
-    mapped(70, "ROBUST_CHANNEL_CE3_ERROR", Action::RestartApp),
-    mapped(71, "ROBUST_CHANNEL_CE4_ERROR", Action::RestartApp),
-    mapped(72, "ROBUST_CHANNEL_CE5_ERROR", Action::RestartApp),
-    mapped(73, "ROBUST_CHANNEL_NVENC2_ERROR", Action::ContactSupport),
-    mapped(74, "NVLINK_ERROR", Action::WorkflowNvlink),
-    mapped(75, "ROBUST_CHANNEL_CE6_ERROR", Action::RestartApp),
-    mapped(76, "ROBUST_CHANNEL_CE7_ERROR", Action::RestartApp),
-    mapped(77, "ROBUST_CHANNEL_CE8_ERROR", Action::RestartApp),
-    mapped(78, "VGPU_START_ERROR", Action::UpdateSwFw),
-    mapped(
-        79,
-        "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS",
-        Action::RestartBm,
-    ),
-    mapped(80, "PBDMA_PUSHBUFFER_CRC_MISMATCH", Action::RestartApp),
-    mapped(
-        81,
-        "ROBUST_CHANNEL_VGA_SUBSYSTEM_ERROR",
-        Action::ContactSupport,
-    ),
-    mapped(82, "ROBUST_CHANNEL_NVJPG0_ERROR", Action::RestartApp),
-    mapped(83, "ROBUST_CHANNEL_NVDEC1_ERROR", Action::RestartApp),
-    mapped(84, "ROBUST_CHANNEL_NVDEC2_ERROR", Action::RestartApp),
-    mapped(85, "ROBUST_CHANNEL_CE9_ERROR", Action::RestartApp),
-    mapped(86, "ROBUST_CHANNEL_OFA0_ERROR", Action::RestartApp),
-    mapped(87, "NVTELEMETRY_DRIVER_REPORT", Action::ContactSupport),
-    mapped(88, "ROBUST_CHANNEL_NVDEC3_ERROR", Action::RestartApp),
-    mapped(89, "ROBUST_CHANNEL_NVDEC4_ERROR", Action::RestartApp),
-    mapped(90, "LTC_ERROR", Action::ContactSupport),
-    mapped(91, "RESERVED_XID", Action::ContactSupport),
-    mapped(92, "EXCESSIVE_SBE_INTERRUPTS", Action::Ignore),
-    mapped(93, "INFOROM_ERASE_LIMIT_EXCEEDED", Action::Ignore),
-    mapped(94, "ROBUST_CHANNEL_CONTAINED_ERROR", Action::RestartApp),
-    mapped(95, "ROBUST_CHANNEL_UNCONTAINED_ERROR", Action::ResetGpu),
-    mapped(96, "ROBUST_CHANNEL_NVDEC5_ERROR", Action::RestartApp),
-    mapped(97, "ROBUST_CHANNEL_NVDEC6_ERROR", Action::RestartApp),
-    mapped(98, "ROBUST_CHANNEL_NVDEC7_ERROR", Action::RestartApp),
-    mapped(99, "ROBUST_CHANNEL_NVJPG1_ERROR", Action::RestartApp),
-    mapped(100, "ROBUST_CHANNEL_NVJPG2_ERROR", Action::RestartApp),
-    mapped(101, "ROBUST_CHANNEL_NVJPG3_ERROR", Action::RestartApp),
-    mapped(102, "ROBUST_CHANNEL_NVJPG4_ERROR", Action::RestartApp),
-    mapped(103, "ROBUST_CHANNEL_NVJPG5_ERROR", Action::RestartApp),
-    mapped(104, "ROBUST_CHANNEL_NVJPG6_ERROR", Action::RestartApp),
-    mapped(105, "ROBUST_CHANNEL_NVJPG7_ERROR", Action::RestartApp),
-    mapped(106, "SMBPBI_TEST_MESSAGE", Action::Ignore),
-    mapped(107, "SMBPBI_TEST_MESSAGE_SILENT", Action::Ignore),
-    mapped(
-        108,
-        "DESTINATION_FLA_TRANSLATION_ERROR",
-        Action::ContactSupport,
-    ),
-    mapped(109, "ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR", Action::ResetGpu),
-    mapped(110, "SEC_FAULT_ERROR", Action::ResetGpu),
-    mapped(111, "BUNDLE_ERROR_EVENT", Action::ContactSupport),
-    mapped(112, "DISP_SUPERVISOR_ERROR", Action::ContactSupport),
-    mapped(113, "DP_LT_FAILURE", Action::ContactSupport),
-    mapped(114, "HEAD_RG_UNDERFLOW", Action::ContactSupport),
-    mapped(115, "CORE_CHANNEL_REGS", Action::ContactSupport),
-    mapped(116, "WINDOW_CHANNEL_REGS", Action::ContactSupport),
-    mapped(117, "CURSOR_CHANNEL_REGS", Action::ContactSupport),
-    mapped(118, "HEAD_REGS", Action::ContactSupport),
-    mapped(119, "GSP_RPC_TIMEOUT", Action::ResetGpu),
-    mapped(120, "GSP_ERROR", Action::ResetGpu),
-    mapped(121, "C2C_ERROR", Action::Ignore),
-    mapped(122, "SPI_PMU_RPC_READ_FAIL", Action::ContactSupport),
-    mapped(123, "SPI_PMU_RPC_WRITE_FAIL", Action::ContactSupport),
-    mapped(124, "SPI_PMU_RPC_ERASE_FAIL", Action::ContactSupport),
-    mapped(125, "INFOROM_FS_ERROR", Action::ContactSupport),
-    mapped(126, "ROBUST_CHANNEL_CE10_ERROR", Action::RestartApp),
-    mapped(127, "ROBUST_CHANNEL_CE11_ERROR", Action::RestartApp),
-    mapped(128, "ROBUST_CHANNEL_CE12_ERROR", Action::RestartApp),
-    mapped(129, "ROBUST_CHANNEL_CE13_ERROR", Action::RestartApp),
-    mapped(130, "ROBUST_CHANNEL_CE14_ERROR", Action::RestartApp),
-    mapped(131, "ROBUST_CHANNEL_CE15_ERROR", Action::RestartApp),
-    mapped(132, "ROBUST_CHANNEL_CE16_ERROR", Action::RestartApp),
-    mapped(133, "ROBUST_CHANNEL_CE17_ERROR", Action::RestartApp),
-    mapped(134, "ROBUST_CHANNEL_CE18_ERROR", Action::RestartApp),
-    mapped(135, "ROBUST_CHANNEL_CE19_ERROR", Action::RestartApp),
-    mapped(136, "ALI_TRAINING_FAIL", Action::ResetGpu),
-    mapped(137, "NVLINK_FLA_PRIV_ERR", Action::Ignore),
-    mapped(138, "ROBUST_CHANNEL_DLA_ERROR", Action::ContactSupport),
-    mapped(139, "ROBUST_CHANNEL_OFA1_ERROR", Action::RestartApp),
-    mapped(140, "UNRECOVERABLE_ECC_ERROR_ESCAPE", Action::ResetGpu),
-    mapped(141, "ROBUST_CHANNEL_FAST_PATH_ERROR", Action::Ignore),
-    mapped(142, "ROBUST_CHANNEL_NVENC3_ERROR", Action::ContactSupport),
-    mapped(143, "GPU_INIT_ERROR", Action::ResetGpu),
-    mapped(144, "NVLINK_SAW_ERROR", Action::WorkflowNvlink5),
-    mapped(145, "NVLINK_RLW_ERROR", Action::WorkflowNvlink5),
-    mapped(146, "NVLINK_TLW_ERROR", Action::WorkflowNvlink5),
-    mapped(147, "NVLINK_TREX_ERROR", Action::WorkflowNvlink5),
-    mapped(148, "NVLINK_NVLPW_CTRL_ERROR", Action::WorkflowNvlink5),
-    mapped(149, "NVLINK_NETIR_ERROR", Action::WorkflowNvlink5),
-    mapped(150, "NVLINK_MSE_ERROR", Action::WorkflowNvlink5),
-    mapped(151, "ROBUST_CHANNEL_KEY_ROTATION_ERROR", Action::RestartVm),
-    mapped(152, "ROBUST_CHANNEL_DLA_SMMU_ERROR", Action::Ignore),
-    mapped(153, "ROBUST_CHANNEL_DLA_TIMEOUT", Action::Ignore),
-    linked(154, "GPU_RECOVERY_ACTION_CHANGED"),
-    mapped(155, "NVLINK_SW_DEFINED_ERROR", Action::ResetGpu),
-    mapped(156, "RESOURCE_RETIREMENT_EVENT", Action::ResetGpu),
-    mapped(157, "RESOURCE_RETIREMENT_FAILURE", Action::Ignore),
-    mapped(158, "GPU_FATAL_TIMEOUT", Action::ResetGpu),
-    mapped(159, "ROBUST_CHANNEL_CHI_NON_DATA_ERROR", Action::CheckUvm),
-    mapped(160, "CHANNEL_RETIREMENT_EVENT", Action::RestartBm),
-    mapped(161, "CHANNEL_RETIREMENT_FAILURE", Action::Ignore),
-    row(162, "", "not named in NVIDIA's table", Action::ResetGpu),
 ];
 
 /// Where the catalog comes from, for the README and `gpuwatch events`.
-pub const SOURCE: &str = "NVIDIA Xid Catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, and NVIDIA NVSentinel's xiderrorsmapping.csv (commit 6f8b0fcf), read 2026-12-01";
+pub const SOURCE: &str = "NVIDIA Xid Catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html (its spreadsheet's descriptions as transcribed in leptonai/gpud catalog_generated.go, commit 73e270e3), and NVIDIA NVSentinel's xiderrorsmapping.csv (commit 6f8b0fcf), read 2026-12-01";
 
-/// Xid codes that need a GPU reset or a reboot (DCGM treats them as fatal):
-/// 48 double-bit ECC, 61/62 internal micro-controller halt, 64 row-remapper
-/// / page-retirement failure, 74 NVLink, 79 fallen off the bus, 95
-/// uncontained ECC, 119/120 GSP timeout/error, 140 unrecovered ECC. The
-/// built-in rule `GpuXidFatal` and the bundled Prometheus rule of the same
-/// name alert on these (a test checks them against the catalog's actions).
-pub const XID_FATAL: &[u64] = &[48, 61, 62, 64, 74, 79, 95, 119, 120, 140];
+/// How urgent an Xid is, from its catalog action. The built-in Xid rules
+/// follow these classes (one rule per class), so a catalog row added or
+/// changed changes the rules with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// The GPU needs a reset, the node (or VM) a reboot, or an NVIDIA
+    /// recovery workflow (NVLink, Xid 48) that starts with a reset: drain it.
+    /// Rule `GpuXidFatal`, critical.
+    Reset,
+    /// The error was contained to the application that hit it (RESTART_APP,
+    /// CHECK_UVM): restart it; the GPU keeps working. Rule
+    /// `GpuXidContained`, warning.
+    Contained,
+    /// Unexpected: collect a bug report for NVIDIA (CONTACT_SUPPORT), or
+    /// check the cooling (CHECK_MECHANICALS) or update the driver
+    /// (UPDATE_SWFW). Rule `GpuXidContactSupport`, warning.
+    Support,
+    /// Nothing to do for this Xid itself (IGNORE), or it accompanies
+    /// another Xid whose advice applies (WORKFLOW_XID_45, FOLLOW_LINKED_XID):
+    /// no alert.
+    Ignore,
+}
 
-/// Xid 94: an uncorrectable ECC error contained to one application.
-pub const XID_CONTAINED: &[u64] = &[94];
+impl Class {
+    /// Every class, most urgent first.
+    pub const ALL: [Class; 4] = [
+        Class::Reset,
+        Class::Contained,
+        Class::Support,
+        Class::Ignore,
+    ];
+
+    /// The built-in rule that alerts on this class (none for `Ignore`).
+    pub fn rule(self) -> Option<&'static str> {
+        match self {
+            Class::Reset => Some("GpuXidFatal"),
+            Class::Contained => Some("GpuXidContained"),
+            Class::Support => Some("GpuXidContactSupport"),
+            Class::Ignore => None,
+        }
+    }
+}
+
+impl Action {
+    /// The class of an Xid with this action.
+    pub fn class(self) -> Class {
+        match self {
+            Action::ResetGpu
+            | Action::RestartBm
+            | Action::RestartVm
+            | Action::WorkflowXid48
+            | Action::WorkflowNvlink
+            | Action::WorkflowNvlink5 => Class::Reset,
+            Action::RestartApp | Action::CheckUvm => Class::Contained,
+            Action::ContactSupport | Action::CheckMechanicals | Action::UpdateSwFw => {
+                Class::Support
+            }
+            Action::Ignore | Action::WorkflowXid45 | Action::FollowLinkedXid => Class::Ignore,
+        }
+    }
+}
+
+/// The catalog's codes of one class, ascending.
+pub fn codes_of(class: Class) -> Vec<u64> {
+    CATALOG
+        .iter()
+        .filter(|info| info.action.class() == class)
+        .map(|info| info.code)
+        .collect()
+}
+
+/// The class of `code`; `None` for a code beyond the catalog (no advice,
+/// no alert of its own).
+pub fn class_of(code: u64) -> Option<Class> {
+    lookup(code).map(|info| info.action.class())
+}
+
+/// Xid codes that report row remapping (63: a row was remapped or a page
+/// retired; 64: that failed). Where the GPU gives row-remap readings the
+/// row-remap rules (`GpuRowRemapPending`, `GpuRowRemapFailure`) speak for
+/// them and the Xid rules stay quiet; without those readings (older GPUs
+/// retire pages instead) the Xid alert stands.
+pub const XID_DEFER_TO_REMAP: &[u64] = &[63, 64];
 
 /// The catalog row of `code`, where one was read.
 pub fn lookup(code: u64) -> Option<&'static XidInfo> {
@@ -480,75 +454,4 @@ pub fn lookup(code: u64) -> Option<&'static XidInfo> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rows_are_sorted_and_unique() {
-        assert!(CATALOG.windows(2).all(|w| w[0].code < w[1].code));
-    }
-
-    #[test]
-    fn lookup_answers_read_rows_only() {
-        let info = lookup(13).unwrap();
-        assert_eq!(info.action.as_str(), "RESTART_APP");
-        assert_eq!(info.description, "Graphics Engine Exception");
-        assert_eq!(lookup(8).unwrap().action, Action::RestartApp);
-        assert_eq!(lookup(1).unwrap().action, Action::ContactSupport);
-        let fell_off = lookup(79).unwrap();
-        assert_eq!(fell_off.action, Action::RestartBm);
-        assert_eq!(
-            fell_off.description,
-            "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS"
-        );
-        assert_eq!(lookup(94).unwrap().action, Action::RestartApp);
-        assert_eq!(lookup(48).unwrap().action, Action::WorkflowXid48);
-        assert!(lookup(154).unwrap().follows_another);
-        assert_eq!(CATALOG.len(), 162);
-        // Codes NVIDIA has not published: no advice rather than a guess.
-        assert_eq!(lookup(163), None);
-        assert_eq!(lookup(0), None);
-    }
-
-    #[test]
-    fn the_fatal_codes_are_those_the_catalog_says_need_a_reset_or_more() {
-        for code in XID_FATAL {
-            let action = lookup(*code).unwrap().action;
-            assert!(
-                matches!(
-                    action,
-                    Action::ResetGpu
-                        | Action::RestartBm
-                        | Action::ContactSupport
-                        | Action::WorkflowXid48
-                        | Action::WorkflowNvlink
-                ),
-                "Xid {code}: {action:?}"
-            );
-        }
-        assert_eq!(lookup(XID_CONTAINED[0]).unwrap().action, Action::RestartApp);
-    }
-
-    #[test]
-    fn xid_alerts_carry_the_catalogs_action_and_description() {
-        use crate::rules::template::Context;
-        for name in ["GpuXidFatal", "GpuXidContained"] {
-            let rule = crate::rules::builtin_rules()
-                .into_iter()
-                .find(|r| r.name == name)
-                .unwrap();
-            let render = |key: &str, code: f64| {
-                rule.annotations[key].render(&Context {
-                    value: Some(code),
-                    host: "n1",
-                    ..Context::default()
-                })
-            };
-            assert_eq!(render("action", 13.0), "RESTART_APP", "{name}");
-            assert_eq!(render("xid_description", 13.0), "Graphics Engine Exception");
-            assert_eq!(render("action", 79.0), "RESTART_BM", "{name}");
-            assert_eq!(render("action", 163.0), "n/a", "not published: no guess");
-            assert!(render("xid_description", 163.0).contains("not in"));
-        }
-    }
-}
+mod tests;

@@ -67,10 +67,11 @@ fn pci_path(config: &HealthConfig, simulated: bool) -> Option<PathBuf> {
 pub fn start(config: &HealthConfig, sampler: &Sampler) -> Option<HealthReader> {
     let kernel_log = kernel_log_path(config, simulated(), std::env::var_os(crate::sim::ENV_KMSG));
     let pci = pci_path(config, simulated());
+    let table = sampler.xid_table();
+    table.set_boot_id(config.boot_id.as_deref().and_then(read_boot_id));
     if kernel_log.is_none() && pci.is_none() {
         return None;
     }
-    let table = sampler.xid_table();
     if kernel_log.is_some() {
         table.set_kernel_log_up(Some(false));
     }
@@ -130,6 +131,22 @@ fn kernel_log_path(
         return sim_kmsg.filter(|p| !p.is_empty()).map(PathBuf::from);
     }
     config.kernel_log.clone()
+}
+
+/// The kernel's boot id from `path` (a reboot changes it, an agent restart
+/// does not); `None`, with a warning, when it cannot be read.
+pub fn read_boot_id(path: &std::path::Path) -> Option<String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
+        Ok(_) => {
+            warn!(path = %path.display(), "The boot id file is empty; a returning Xid escalates after GPU resets only, not after reboots. Set [health] boot_id to the file that holds it.");
+            None
+        }
+        Err(error) => {
+            warn!(path = %path.display(), error = %error, "Cannot read the boot id; a returning Xid escalates after GPU resets only, not after reboots. Set [health] boot_id to a readable file (\"\" turns this off).");
+            None
+        }
+    }
 }
 
 /// When the machine booted: kernel-log times count from there.
@@ -375,6 +392,8 @@ mod tests {
             kernel_log_explicit: true,
             pci_devices: None,
             pci_devices_explicit: false,
+            boot_id: None,
+            xid_escalate_after: 2,
         };
         assert_eq!(
             kernel_log_path(&explicit, true, Some("/tmp/sim-kmsg".into())),
@@ -385,6 +404,8 @@ mod tests {
             kernel_log_explicit: true,
             pci_devices: None,
             pci_devices_explicit: false,
+            boot_id: None,
+            xid_escalate_after: 2,
         };
         assert_eq!(kernel_log_path(&off, false, None), None);
     }

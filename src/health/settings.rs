@@ -6,6 +6,11 @@ use std::path::PathBuf;
 
 /// The kernel log read by default.
 pub const DEFAULT_KERNEL_LOG: &str = "/dev/kmsg";
+/// The kernel's boot id, read by default.
+pub const DEFAULT_BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+/// After how many resets or reboots a returning Xid asks for a hardware
+/// inspection, by default.
+pub const DEFAULT_XID_ESCALATE_AFTER: u32 = 2;
 /// The PCI device tree read by default.
 pub const DEFAULT_PCI_DEVICES: &str = "/sys/bus/pci/devices";
 
@@ -23,4 +28,10 @@ pub struct HealthConfig {
     /// Whether the file set `pci_devices` (with `--simulate` the host's bus
     /// is read only then).
     pub pci_devices_explicit: bool,
+    /// The file holding the kernel's boot id (a reboot changes it); `None`
+    /// when off (`""`): then only GPU resets count toward escalation.
+    pub boot_id: Option<PathBuf>,
+    /// After how many GPU resets or node reboots the same Xid coming back
+    /// on the same GPU raises `GpuXidRecurring` (hardware inspection).
+    pub xid_escalate_after: u32,
 }

@@ -76,9 +76,10 @@ pub struct Verdict {
     pub reasons: Vec<Reason>,
 }
 
-/// Xid codes the built-in `GpuXidFatal` rule treats as reset-class.
+/// Xid codes the built-in `GpuXidFatal` rule treats as reset-class (the
+/// catalog's [`super::catalog::Class::Reset`]).
 fn reset_class(code: u64) -> bool {
-    super::catalog::XID_FATAL.contains(&code)
+    super::catalog::class_of(code) == Some(super::catalog::Class::Reset)
 }
 
 /// What to do about a fabric problem.

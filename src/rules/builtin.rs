@@ -17,7 +17,7 @@ use super::condition::{Condition, Counter, Flag, Metric, Op};
 use super::rule::{Rule, Severity};
 use super::template::Template;
 
-pub use crate::health::catalog::{XID_CONTAINED, XID_FATAL};
+use crate::health::catalog::{codes_of, Class};
 
 /// One GiB.
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -34,6 +34,27 @@ fn with_xid_catalog(mut rule: Rule) -> Rule {
         }
     }
     rule
+}
+
+/// The built-in rule of one catalog class: fires at once on a new Xid of
+/// the class and keeps firing 30 minutes; Xid 63/64 left to the row-remap
+/// rules where the GPU gives their readings.
+fn xid_rule(class: Class, severity: Severity, summary: &str, description: &str) -> Rule {
+    let name = class.rule().unwrap_or("GpuXid");
+    with_xid_catalog(Rule {
+        keep_firing_for: Duration::from_secs(30 * 60),
+        ..rule(
+            name,
+            Condition::Xid {
+                codes: codes_of(class),
+                defer_to_remap: true,
+            },
+            0,
+            severity,
+            summary,
+            description,
+        )
+    })
 }
 
 fn rule(
@@ -69,6 +90,47 @@ fn compare(metric: Metric, op: Op, threshold: f64) -> Condition {
         metric,
         op,
         threshold,
+    }
+}
+
+/// `GpuXidRecurring`: fires at once, keeps firing a day (the GPU stays
+/// suspect); its `action` is INSPECT_HARDWARE whatever the catalog says
+/// for the code.
+fn xid_recurring_rule() -> Rule {
+    let mut rule = with_xid_catalog(Rule {
+        keep_firing_for: Duration::from_secs(24 * 3600),
+        ..rule(
+            "GpuXidRecurring",
+            Condition::XidRecurring {
+                after: crate::health::settings::DEFAULT_XID_ESCALATE_AFTER,
+            },
+            0,
+            Severity::Critical,
+            "Xid {{ .value }} keeps coming back on GPU {{ .gpu }} of {{ .host }}: inspect the hardware",
+            "Xid {{ .value }} ({{ .xid_description }}) came back on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} after {{ .threshold }} or more GPU resets or node reboots: resetting does not fix it. Drain the node, run the field diagnostics (DCGM level 3 / NVIDIA fieldiag) and contact NVIDIA support for a replacement.",
+        )
+    });
+    if let Ok(action) = Template::parse(INSPECT_HARDWARE) {
+        rule.annotations.insert("action".to_string(), action);
+    }
+    rule
+}
+
+/// The `action` of `GpuXidRecurring`: not one of the catalog's buckets.
+pub const INSPECT_HARDWARE: &str = "INSPECT_HARDWARE";
+
+/// Sets the resets/reboots after which `GpuXidRecurring` escalates
+/// (`[health] xid_escalate_after`), unless the rule file gave it a
+/// condition of its own (then that one stands).
+pub fn set_xid_escalation(rules: &mut [Rule], after: u32) {
+    let built_in = Condition::XidRecurring {
+        after: crate::health::settings::DEFAULT_XID_ESCALATE_AFTER,
+    };
+    for rule in rules
+        .iter_mut()
+        .filter(|r| r.name == "GpuXidRecurring" && r.condition == built_in)
+    {
+        rule.condition = Condition::XidRecurring { after };
     }
 }
 
@@ -149,33 +211,30 @@ pub fn builtin_rules() -> Vec<Rule> {
             "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} stopped answering NVML. It usually needs a reset or a reboot.",
         ),
         // An Xid is an event: fire at once and stay firing for 30 minutes so
-        // that it is seen and not resolved at the next sample.
-        with_xid_catalog(Rule {
-            keep_firing_for: half_hour,
-            ..rule(
-                "GpuXidFatal",
-                Condition::Xid {
-                    codes: XID_FATAL.to_vec(),
-                },
-                0,
-                Severity::Critical,
-                "Fatal Xid {{ .value }} on GPU {{ .gpu }} of {{ .host }}",
-                "The driver reported Xid {{ .value }} on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }}. This Xid usually requires a GPU reset or a node reboot; drain the node.",
-            )
-        }),
-        with_xid_catalog(Rule {
-            keep_firing_for: half_hour,
-            ..rule(
-                "GpuXidContained",
-                Condition::Xid {
-                    codes: XID_CONTAINED.to_vec(),
-                },
-                0,
-                Severity::Warning,
-                "Contained ECC error (Xid {{ .value }}) on GPU {{ .gpu }} of {{ .host }}",
-                "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid {{ .value }}: an uncorrectable ECC error was contained to the application that hit it. Restart the affected job and reset the GPU when convenient.",
-            )
-        }),
+        // that it is seen and not resolved at the next sample. One rule per
+        // class of NVIDIA's catalog (the code lists come from it).
+        xid_rule(
+            Class::Reset,
+            Severity::Critical,
+            "Fatal Xid {{ .value }} on GPU {{ .gpu }} of {{ .host }}",
+            "The driver reported Xid {{ .value }} ({{ .xid_description }}) on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }}. NVIDIA's action: {{ .xid_action }}; the GPU needs a reset or the node a reboot: drain the node.",
+        ),
+        xid_rule(
+            Class::Contained,
+            Severity::Warning,
+            "Xid {{ .value }} contained to an application on GPU {{ .gpu }} of {{ .host }}",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid {{ .value }} ({{ .xid_description }}): the error was contained to the application that hit it. NVIDIA's action: {{ .xid_action }}; restart the affected job. The GPU keeps working.",
+        ),
+        xid_rule(
+            Class::Support,
+            Severity::Warning,
+            "Unexpected Xid {{ .value }} on GPU {{ .gpu }} of {{ .host }}",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) of {{ .host }} reported Xid {{ .value }} ({{ .xid_description }}). NVIDIA's action: {{ .xid_action }}; collect a bug report (nvidia-bug-report.sh) for NVIDIA support.",
+        ),
+        // A reset-class Xid that comes back on the same GPU after the
+        // remedy (GPU resets / node reboots, `[health] xid_escalate_after`,
+        // default 2) is the hardware: inspect it (GPUd escalates likewise).
+        xid_recurring_rule(),
         // Any uncorrectable ECC error corrupts data: at once, and kept for
         // 30 minutes like an Xid (it is an event too).
         Rule {

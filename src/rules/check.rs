@@ -25,6 +25,61 @@ pub struct GpuEvalState {
     /// Temperature baselines by utilization bucket (anomaly detection).
     #[serde(default)]
     pub baselines: BTreeMap<u8, anomaly::Baseline>,
+    /// Per Xid code, the epochs (boot id and GPU resets within that boot,
+    /// see [`epoch`]) in which it was counted, oldest first, at most
+    /// [`EPOCHS_KEPT`]: `xid_recurring` escalates when one comes back.
+    /// Saved with the alert state, so an agent restart keeps it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub xid_epochs: BTreeMap<u64, Vec<String>>,
+    /// The boot id at the last evaluation (empty: unknown).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub boot_id: String,
+    /// GPU resets seen within this boot: the GPU stopped answering and
+    /// answered again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resets: u32,
+    /// Whether the GPU was lost at the last evaluation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lost: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Epochs remembered per Xid code (well above any sensible
+/// `xid_escalate_after`).
+pub const EPOCHS_KEPT: usize = 16;
+
+/// The epoch a GPU is in: its boot id and the resets seen in that boot.
+fn epoch(memory: &GpuEvalState) -> String {
+    format!("{}#{}", memory.boot_id, memory.resets)
+}
+
+/// Tracks reboots (a new boot id) and GPU resets (lost, then answering
+/// again within one boot), then adds the current epoch to each new Xid.
+fn track_epochs(gpu: &GpuSnapshot, memory: &mut GpuEvalState, boot_id: Option<&str>, xid: &[u64]) {
+    if let Some(boot) = boot_id.filter(|b| *b != memory.boot_id) {
+        memory.boot_id = boot.to_string();
+        memory.resets = 0;
+        memory.lost = false;
+    }
+    if !gpu.is_up() {
+        memory.lost = true;
+    } else if memory.lost {
+        memory.lost = false;
+        memory.resets += 1;
+    }
+    let now = epoch(memory);
+    for code in xid {
+        let epochs = memory.xid_epochs.entry(*code).or_default();
+        if epochs.last() != Some(&now) {
+            epochs.push(now.clone());
+            if epochs.len() > EPOCHS_KEPT {
+                epochs.remove(0);
+            }
+        }
+    }
 }
 
 /// What changed on one GPU since the previous evaluation.
@@ -38,11 +93,13 @@ pub(super) struct Changes {
     pub(super) peer: Option<f64>,
 }
 
-/// Updates a GPU's memory with this snapshot and says what grew.
+/// Updates a GPU's memory with this snapshot (of the node with `boot_id`)
+/// and says what grew.
 pub(super) fn observe(
     gpu: &GpuSnapshot,
     memory: &mut GpuEvalState,
     taken_at: SystemTime,
+    boot_id: Option<&str>,
 ) -> Changes {
     let mut changes = Changes::default();
     // Xid counts are since the agent started: a missing baseline is 0, and
@@ -64,6 +121,7 @@ pub(super) fn observe(
         memory.xid = xid;
     }
     changes.xid.sort_unstable();
+    track_epochs(gpu, memory, boot_id, &changes.xid);
     // Lifetime and volatile counters: the first reading is a baseline, a
     // lower reading (driver reload) a new baseline.
     for (counter, sources) in counter_sources(gpu) {
@@ -237,10 +295,34 @@ pub(super) fn check(
             None => (false, None),
         },
         Condition::GpuLost => yes_no(!gpu.is_up()),
-        Condition::Xid { codes } => match changes.xid.iter().find(|c| codes.contains(c)) {
+        Condition::Xid {
+            codes,
+            defer_to_remap,
+        } => match changes
+            .xid
+            .iter()
+            .filter(|c| !(*defer_to_remap && defers_to_remap(gpu, **c)))
+            .find(|c| codes.contains(c))
+        {
             Some(code) => (true, Some(*code as f64)),
             None => (false, None),
         },
+        Condition::XidRecurring { after } => {
+            let reset_class = |code: &u64| {
+                crate::health::catalog::class_of(*code)
+                    == Some(crate::health::catalog::Class::Reset)
+            };
+            let epochs = |code: &u64| memory.xid_epochs.get(code).map_or(0, Vec::len);
+            match changes
+                .xid
+                .iter()
+                .filter(|c| reset_class(c))
+                .find(|c| epochs(c) > *after as usize)
+            {
+                Some(code) => (true, Some(*code as f64)),
+                None => (false, None),
+            }
+        }
         Condition::Increase { counter } => match changes.increased.get(counter) {
             Some(by) => (true, Some(*by as f64)),
             None => (false, None),
@@ -295,6 +377,14 @@ pub(super) fn check(
             (false, first_value)
         }
     }
+}
+
+/// Whether Xid `code` is left to the row-remap rules on `gpu`: it is one of
+/// the row-remap Xids and the GPU gives row-remap readings.
+fn defers_to_remap(gpu: &GpuSnapshot, code: u64) -> bool {
+    let h = &gpu.health;
+    crate::health::catalog::XID_DEFER_TO_REMAP.contains(&code)
+        && (h.remapped_rows_pending.is_some() || h.remapped_rows_failure.is_some())
 }
 
 /// A node-level condition.

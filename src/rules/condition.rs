@@ -6,6 +6,7 @@
 //! memory_free_bytes < 1GiB              sizes for byte readings
 //! clock_event(hw_thermal_slowdown)      a clock-event reason active (names as the `reason` label)
 //! xid(48, 79)                           one of these Xid codes seen since the last evaluation
+//! xid_recurring(2)                      a reset-class Xid came back after 2 GPU resets / node reboots
 //! increase(ecc_uncorrected)             a counter grew since the last evaluation
 //! remap_failure | remap_pending | retired_pages_pending | gpu_lost
 //! gpus_missing_from_driver              (node) NVIDIA GPUs on the PCI bus that NVML does not list
@@ -283,6 +284,21 @@ pub enum Condition {
     Xid {
         /// The codes.
         codes: Vec<u64>,
+        /// Whether Xid 63/64 ([`crate::health::catalog::XID_DEFER_TO_REMAP`])
+        /// are left to the row-remap rules on a GPU that gives row-remap
+        /// readings (the built-in Xid rules do; `xid(...)` in a rule file
+        /// does not).
+        defer_to_remap: bool,
+    },
+    /// A reset-class Xid (catalog class [`crate::health::catalog::Class::Reset`])
+    /// was counted on a GPU where the same code was seen before at least
+    /// `after` GPU resets or node reboots ago: the remedy did not help, the
+    /// hardware needs inspecting. A reboot is a new boot id, a reset a GPU
+    /// that stopped answering and answered again within one boot; an agent
+    /// restart is neither.
+    XidRecurring {
+        /// Resets/reboots the Xid must survive (`[health] xid_escalate_after`).
+        after: u32,
     },
     /// A counter grew since the last evaluation.
     Increase {
@@ -354,6 +370,7 @@ impl Condition {
         match self {
             Condition::Compare { threshold, .. } => Some(*threshold),
             Condition::Stale { max_age } => Some(max_age.as_secs_f64()),
+            Condition::XidRecurring { after } => Some(f64::from(*after)),
             Condition::TemperatureAnomaly { margin } | Condition::PeerHotter { margin } => {
                 Some(*margin)
             }
@@ -378,10 +395,11 @@ impl fmt::Display for Condition {
             }
             Condition::GpuLost => f.write_str("gpu_lost"),
             Condition::GpusMissingFromDriver => f.write_str("gpus_missing_from_driver"),
-            Condition::Xid { codes } => {
+            Condition::Xid { codes, .. } => {
                 let codes: Vec<String> = codes.iter().map(u64::to_string).collect();
                 write!(f, "xid({})", codes.join(", "))
             }
+            Condition::XidRecurring { after } => write!(f, "xid_recurring({after})"),
             Condition::Increase { counter } => write!(f, "increase({})", counter.as_str()),
             Condition::Flag { flag } => f.write_str(flag.as_str()),
             Condition::Absent { metric } => write!(f, "absent({})", metric.as_str()),

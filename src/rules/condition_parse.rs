@@ -86,8 +86,17 @@ pub enum ConditionError {
         #[source]
         source: Option<std::num::ParseFloatError>,
     },
+    /// An escalation count out of range.
+    #[error("\"{count}\" is not a number of GPU resets / node reboots; use 1 to 1000, e.g. xid_recurring(2)")]
+    BadRecurrence {
+        /// The count as written.
+        count: String,
+        /// Why it is not an integer (none when out of range).
+        #[source]
+        source: Option<std::num::ParseIntError>,
+    },
     /// An unknown function.
-    #[error("\"{0}\" is not a condition function; use clock_event, xid, increase, absent, stale, temperature_anomaly or peer_hotter")]
+    #[error("\"{0}\" is not a condition function; use clock_event, xid, xid_recurring, increase, absent, stale, temperature_anomaly or peer_hotter")]
     UnknownFunction(String),
     /// A threshold of a byte metric that is neither a number nor a size.
     #[error("\"{0}\" is not a number or size; write it like 1073741824 or 1GiB")]
@@ -236,7 +245,24 @@ fn parse_call(function: &str, args: &[&str], text: &str) -> Result<Condition, Co
             }
             codes.sort_unstable();
             codes.dedup();
-            Ok(Condition::Xid { codes })
+            Ok(Condition::Xid {
+                codes,
+                defer_to_remap: false,
+            })
+        }
+        "xid_recurring" => {
+            let arg = one()?;
+            match arg.parse::<u32>() {
+                Ok(after @ 1..=1000) => Ok(Condition::XidRecurring { after }),
+                Ok(_) => Err(ConditionError::BadRecurrence {
+                    count: arg.to_string(),
+                    source: None,
+                }),
+                Err(e) => Err(ConditionError::BadRecurrence {
+                    count: arg.to_string(),
+                    source: Some(e),
+                }),
+            }
         }
         "increase" => {
             let arg = one()?;

@@ -71,7 +71,12 @@ pub fn evaluate(
     let ids: Vec<String> = snapshot.gpus.iter().map(gpu_id).collect();
     for (gpu, id) in snapshot.gpus.iter().zip(&ids) {
         let memory = next.gpus.entry(id.clone()).or_default();
-        let mut change = observe(gpu, memory, snapshot.taken_at);
+        let mut change = observe(
+            gpu,
+            memory,
+            snapshot.taken_at,
+            snapshot.collection.health.boot_id.as_deref(),
+        );
         change.peer = peers.get(id).copied();
         changes.insert(id.clone(), change);
     }

@@ -36,3 +36,5 @@ pub use template::{Context, Template, TemplateError};
 mod gpm_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod xid_tests;

@@ -48,6 +48,7 @@ struct State {
     kernel_log_up: Option<bool>,
     pci_gpus: Option<Arc<Vec<String>>>,
     sxid: BTreeMap<(String, u64), SxidCount>,
+    boot_id: Option<Arc<str>>,
 }
 
 impl State {
@@ -193,6 +194,11 @@ impl XidTable {
         self.state().pci_gpus = gpus.map(Arc::new);
     }
 
+    /// Sets the kernel's boot id (`None`: not read).
+    pub fn set_boot_id(&self, boot_id: Option<String>) {
+        self.state().boot_id = boot_id.map(Arc::from);
+    }
+
     /// Sets whether the kernel log is being read (`None`: off).
     pub fn set_kernel_log_up(&self, up: Option<bool>) {
         self.state().kernel_log_up = up;
@@ -214,6 +220,7 @@ impl XidTable {
         NodeHealth {
             kernel_log_up: state.kernel_log_up,
             pci_gpus: state.pci_gpus.clone(),
+            boot_id: state.boot_id.clone(),
             sxid: Arc::new(state.sxid.values().cloned().collect()),
             recent_xid: Arc::new(state.recent.iter().map(|(o, _)| o.clone()).collect()),
         }

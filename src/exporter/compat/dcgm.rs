@@ -77,6 +77,22 @@ families! {
     remap_cor: counter("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for correctable errors"),
     remap_failure: gauge("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed"),
     remap_pending: gauge("DCGM_FI_DEV_ROW_REMAP_PENDING", "Whether remapping of rows is pending"),
+    nvlink_crc_flit: counter("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "Total number of NVLink flow-control CRC errors."),
+    nvlink_crc_data: counter("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "Total number of NVLink data CRC errors."),
+    nvlink_replay: counter("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "Total number of NVLink retries."),
+    nvlink_recovery: counter("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "Total number of NVLink recovery errors."),
+}
+
+/// The sum over a GPU's links of the error counter `kind` (DCGM's `_TOTAL`
+/// fields are per GPU, all links together); `None` when no link gives it.
+fn nvlink_total(gpu: &GpuSnapshot, kind: &str) -> Option<f64> {
+    gpu.health
+        .links
+        .nvlink
+        .iter()
+        .filter_map(|link| link.errors.get(kind))
+        .fold(None, |sum, n| Some(sum.unwrap_or(0) + n))
+        .map(|n| n as f64)
 }
 
 /// Encodes the `DCGM_FI_*` families of `snapshot`.
@@ -115,10 +131,13 @@ impl<'a> Families<'a> {
         }
         self.throttle
             .push_some(id(), r.clock_event_reasons.map(|mask| mask as f64));
-        // DCGM's value: the code of the most recent Xid. Absent until the
-        // agent has seen one (it counts from its own start).
-        if let Some(last) = gpu.xid_errors.iter().max_by_key(|x| x.last_seen) {
-            self.xid.push(id(), last.code as f64);
+        // DCGM's value: the code of the most recent Xid, 0 before any (the
+        // agent counts from its own start, as dcgm-exporter from its own).
+        // A lost GPU shows its last Xid (79, say) but no made-up 0.
+        match gpu.xid_errors.iter().max_by_key(|x| x.last_seen) {
+            Some(last) => self.xid.push(id(), last.code as f64),
+            None if gpu.is_up() => self.xid.push(id(), 0.0),
+            None => {}
         }
         if !gpu.is_up() {
             return;
@@ -152,5 +171,13 @@ impl<'a> Families<'a> {
             .push_some(id(), flag(h.remapped_rows_failure));
         self.remap_pending
             .push_some(id(), flag(h.remapped_rows_pending));
+        self.nvlink_crc_flit
+            .push_some(id(), nvlink_total(gpu, "crc_flit"));
+        self.nvlink_crc_data
+            .push_some(id(), nvlink_total(gpu, "crc_data"));
+        self.nvlink_replay
+            .push_some(id(), nvlink_total(gpu, "replay"));
+        self.nvlink_recovery
+            .push_some(id(), nvlink_total(gpu, "recovery"));
     }
 }

@@ -38,6 +38,11 @@ struct Facts<'a> {
     uuid: Option<&'a str>,
     summary: Option<&'a str>,
     description: Option<&'a str>,
+    /// What to do first (annotation `action`: NVIDIA's Xid catalog for the
+    /// Xid rules, INSPECT_HARDWARE for an escalation).
+    action: Option<&'a str>,
+    /// NVIDIA's description of the Xid (annotation `xid_description`).
+    xid_description: Option<&'a str>,
     starts: &'a str,
     ends: Option<&'a str>,
     fingerprint: &'a str,
@@ -80,6 +85,10 @@ impl<'a> Facts<'a> {
             uuid: label("uuid"),
             summary: text(&alert.annotations, "summary"),
             description: text(&alert.annotations, "description"),
+            // "n/a": a code beyond the catalog, no advice to show.
+            action: text(&alert.annotations, "action").filter(|a| *a != "n/a"),
+            xid_description: text(&alert.annotations, "xid_description")
+                .filter(|_| text(&alert.annotations, "action") != Some("n/a")),
             starts: &alert.starts_at,
             ends: alert.ended(),
             fingerprint: &alert.fingerprint,
@@ -133,6 +142,12 @@ impl<'a> Facts<'a> {
             ("Status", self.status.to_string()),
             ("Severity", self.severity.to_string()),
         ];
+        if let Some(action) = self.action {
+            rows.push(("Action", action.to_string()));
+        }
+        if let Some(xid) = self.xid_description {
+            rows.push(("Xid", xid.to_string()));
+        }
         if !self.host.is_empty() {
             rows.push(("Host", self.host.to_string()));
         }
@@ -240,6 +255,9 @@ fn plain(a: &Facts) -> String {
     for note in [a.summary, a.description].into_iter().flatten() {
         let _ = writeln!(out, "{note}\n");
     }
+    if let Some(action) = a.action {
+        let _ = writeln!(out, "What to do first: {action}\n");
+    }
     let facts = a.facts();
     let width = facts.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     for (k, v) in &facts {
@@ -302,6 +320,13 @@ fn html(a: &Facts) -> String {
     );
     for note in [a.summary, a.description].into_iter().flatten() {
         let _ = writeln!(out, "<p>{}</p>", escape(note));
+    }
+    if let Some(action) = a.action {
+        let _ = writeln!(
+            out,
+            "<p><strong>What to do first: {}</strong></p>",
+            escape(action)
+        );
     }
     let _ = writeln!(
         out,

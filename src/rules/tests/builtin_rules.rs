@@ -26,7 +26,7 @@ fn xid_fatal_and_contained_are_told_apart() {
     let t = run
         .step(
             1,
-            vec![with_xid(0, &[(79, 1)]), with_xid(1, &[(94, 1), (13, 2)])],
+            vec![with_xid(0, &[(79, 1)]), with_xid(1, &[(94, 1), (43, 2)])],
         )
         .to_vec();
     let got: Vec<(String, &str, Option<f64>)> = t
@@ -39,7 +39,7 @@ fn xid_fatal_and_contained_are_told_apart() {
             ("GpuXidFatal/GPU-0".to_string(), "critical", Some(79.0)),
             ("GpuXidContained/GPU-1".to_string(), "warning", Some(94.0)),
         ],
-        "Xid 13 (application error) raises nothing"
+        "Xid 43 (IGNORE in the catalog) raises nothing"
     );
     assert_eq!(
         t[0].annotations["summary"],
@@ -49,13 +49,13 @@ fn xid_fatal_and_contained_are_told_apart() {
     assert!(run
         .step(
             60,
-            vec![with_xid(0, &[(79, 1)]), with_xid(1, &[(94, 1), (13, 2)])]
+            vec![with_xid(0, &[(79, 1)]), with_xid(1, &[(94, 1), (43, 2)])]
         )
         .is_empty());
     let t = run
         .step(
             1 + 30 * 60,
-            vec![with_xid(0, &[(79, 1)]), with_xid(1, &[(94, 1), (13, 2)])],
+            vec![with_xid(0, &[(79, 1)]), with_xid(1, &[(94, 1), (43, 2)])],
         )
         .to_vec();
     assert_eq!(t.len(), 2);
@@ -64,7 +64,7 @@ fn xid_fatal_and_contained_are_told_apart() {
     let t = run
         .step(
             2000,
-            vec![with_xid(0, &[(79, 2)]), with_xid(1, &[(94, 1), (13, 2)])],
+            vec![with_xid(0, &[(79, 2)]), with_xid(1, &[(94, 1), (43, 2)])],
         )
         .to_vec();
     assert_eq!(t.len(), 1);

@@ -135,3 +135,69 @@ fn numbers_read_well() {
     assert_eq!(with_unit(81920.0, "MiB"), "81920 MiB");
     assert_eq!(clock(1_795_000_000.0), "11:06 UTC");
 }
+
+/// A firing Xid alert whose annotations carry `action` and
+/// `xid_description`.
+fn xid_payload(action: &str, description: &str) -> OutboxMessage {
+    let p = json!({
+        "version": "4",
+        "status": "firing",
+        "receiver": "mail",
+        "externalURL": "",
+        "alerts": [{
+            "status": "firing",
+            "labels": {"alertname": "GpuXidFatal", "severity": "critical", "host": "node-1", "gpu": "0"},
+            "annotations": {
+                "summary": "Fatal Xid 79 on GPU 0 of node-1",
+                "action": action,
+                "xid_description": description,
+            },
+            "startsAt": "2026-11-29T18:00:00.000Z",
+            "endsAt": ZERO_TIME,
+            "fingerprint": "0123456789abcdef",
+        }],
+    });
+    serde_json::from_value(p).expect("a message")
+}
+
+#[test]
+fn an_xid_email_says_what_to_do_first_and_what_the_xid_means() {
+    let r = render(&xid_payload(
+        "RESTART_BM",
+        "GPU has fallen off the bus <79>",
+    ));
+    assert!(
+        r.text.contains("What to do first: RESTART_BM\n"),
+        "{}",
+        r.text
+    );
+    assert!(r.text.contains("Action:      RESTART_BM\n"), "{}", r.text);
+    assert!(
+        r.text
+            .contains("Xid:         GPU has fallen off the bus <79>\n"),
+        "{}",
+        r.text
+    );
+    assert!(
+        r.html
+            .contains("<strong>What to do first: RESTART_BM</strong>"),
+        "{}",
+        r.html
+    );
+    assert!(
+        r.html.contains("GPU has fallen off the bus &lt;79&gt;"),
+        "{}",
+        r.html
+    );
+    // A code beyond the catalog: no advice rather than "n/a".
+    let r = render(&xid_payload(
+        "n/a",
+        "not in gpuwatch's embedded Xid catalog yet",
+    ));
+    assert!(!r.text.contains("What to do first"), "{}", r.text);
+    assert!(!r.text.contains("Action:"), "{}", r.text);
+    assert!(!r.text.contains("catalog yet"), "{}", r.text);
+    // Other alerts have no action line.
+    let r = render(&payload("firing", ""));
+    assert!(!r.text.contains("What to do first"), "{}", r.text);
+}
