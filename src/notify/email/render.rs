@@ -4,7 +4,6 @@
 //! same email, so a retried message is identical.
 
 use std::fmt::Write as _;
-use std::time::{Duration, UNIX_EPOCH};
 
 use std::collections::BTreeMap;
 
@@ -393,130 +392,12 @@ fn history(d: &Details) -> Option<(&MetricDetails, &HistorySummary)> {
     Some((m, m.history.as_ref()?))
 }
 
-/// A small line chart (inline SVG; clients that drop SVG still have the
-/// table and the text sparkline). The GPU's limit, when known and in range,
-/// is a dashed line.
-fn svg(h: &HistorySummary, limit: Option<f64>, colour: &str) -> String {
-    const W: f64 = 360.0;
-    const H: f64 = 80.0;
-    let mut lo = h.min;
-    let mut hi = h.max;
-    if let Some(l) = limit.filter(|l| (*l - hi).abs() <= (hi - lo).max(1.0)) {
-        lo = lo.min(l);
-        hi = hi.max(l);
-    }
-    let span = if (hi - lo).abs() < f64::EPSILON {
-        1.0
-    } else {
-        hi - lo
-    };
-    let n = h.points.len().max(2) as f64 - 1.0;
-    let y = |v: f64| H - 4.0 - (v - lo) / span * (H - 8.0);
-    let mut paths = Vec::new();
-    let mut current = String::new();
-    for (i, p) in h.points.iter().enumerate() {
-        match p {
-            Some(v) => {
-                let _ = write!(
-                    current,
-                    "{}{:.1},{:.1}",
-                    if current.is_empty() { "" } else { " " },
-                    i as f64 / n * W,
-                    y(*v)
-                );
-            }
-            None if !current.is_empty() => paths.push(std::mem::take(&mut current)),
-            None => {}
-        }
-    }
-    if !current.is_empty() {
-        paths.push(current);
-    }
-    let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" style=\"background:#fafafa;border:1px solid #ddd\">"
-    );
-    if let Some(l) = limit.filter(|l| *l >= lo && *l <= hi) {
-        let _ = write!(
-            out,
-            "<line x1=\"0\" x2=\"{W}\" y1=\"{0:.1}\" y2=\"{0:.1}\" stroke=\"#c62828\" stroke-dasharray=\"4 3\"/>",
-            y(l)
-        );
-    }
-    for points in paths {
-        if points.contains(' ') {
-            let _ = write!(
-                out,
-                "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{points}\"/>"
-            );
-        } else if let Some((x, y)) = points.split_once(',') {
-            let _ = write!(
-                out,
-                "<circle cx=\"{x}\" cy=\"{y}\" r=\"2\" fill=\"{colour}\"/>"
-            );
-        }
-    }
-    out.push_str("</svg>\n");
-    out
-}
+mod chart;
+mod format;
 
-/// Escapes text for HTML content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Percent-encodes a URL query value.
-fn encode(text: &str) -> String {
-    form_urlencoded::byte_serialize(text.as_bytes()).collect()
-}
-
-/// A number without noise: 90, 0.95, 1.5e9 → "1500000000".
-fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
-fn with_unit(v: f64, unit: &str) -> String {
-    let n = if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        let s = format!("{v:.1}");
-        s.trim_end_matches(".0").to_string()
-    };
-    match unit {
-        "" => n,
-        "%" | "°C" => format!("{n} {unit}").replace(" %", "%"),
-        _ => format!("{n} {unit}"),
-    }
-}
-
-fn minutes(h: &HistorySummary) -> String {
-    format!("{} min", ((h.to - h.from) / 60.0).round())
-}
-
-/// "18:42 UTC" for Unix seconds.
-fn clock(unix: f64) -> String {
-    let t = UNIX_EPOCH + Duration::from_secs_f64(unix.max(0.0));
-    let text = humantime::format_rfc3339_seconds(t).to_string();
-    // 2026-11-29T18:42:05Z
-    text.get(11..16)
-        .map(|hm| format!("{hm} UTC"))
-        .unwrap_or(text)
-}
+use chart::svg;
+pub use format::escape;
+use format::{clock, encode, minutes, number, with_unit};
 
 #[cfg(test)]
 mod tests;
