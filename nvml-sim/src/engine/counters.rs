@@ -116,8 +116,13 @@ impl<A: Accumulator> Integrator<A> {
         if t2 == t1 {
             return Some(rate((t1.max(0.0) / STEP).floor() * STEP));
         }
+        // t1 first: a caller averaging consecutive windows ([t0, t1], then
+        // [t1, t2]) finds I(t1) at the cursor and steps forward to t2 only.
+        // Asking t2 first moved the cursor past t1, so I(t1) walked from the
+        // last checkpoint again: up to CHECKPOINT rate evaluations a window.
+        let start = self.integral(t1, &rate);
         let mut avg = self.integral(t2, &rate);
-        avg.add_scaled(&self.integral(t1, &rate), -1.0);
+        avg.add_scaled(&start, -1.0);
         avg.scale(1.0 / (t2 - t1));
         Some(avg)
     }
@@ -148,6 +153,30 @@ mod tests {
             let v = i.integral(n as f64 * 0.37, rate)[0];
             assert!(v >= prev);
             prev = v;
+        }
+    }
+
+    #[test]
+    fn consecutive_windows_step_forward_without_walking_back() {
+        // GPM and NVLink averages come one window after the other ([t0, t1],
+        // [t1, t2], ...): each must cost a few rate evaluations, not a walk
+        // from the last checkpoint.
+        let i = Integrator::<[f64; 1]>::default();
+        let calls = std::cell::Cell::new(0u32);
+        let rate = |s: f64| {
+            calls.set(calls.get() + 1);
+            [s]
+        };
+        assert!(i.average(1000.0, 1001.0, rate).is_some());
+        for t in 1001..1100 {
+            calls.set(0);
+            let (t1, t2) = (f64::from(t), f64::from(t + 1));
+            assert_eq!(i.average(t1, t2, rate), Some([t1]));
+            assert!(
+                calls.get() <= 2,
+                "window at {t1} evaluated the rate {} times",
+                calls.get()
+            );
         }
     }
 
