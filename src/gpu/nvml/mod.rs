@@ -19,6 +19,7 @@
 mod fast;
 pub mod fields;
 mod gpm;
+mod gpm_ffi;
 mod links;
 mod processes;
 mod slow;
