@@ -57,6 +57,25 @@ struct State<A> {
     checkpoints: Vec<A>,
     /// Most recent (step, integral up to that step).
     last: (u64, A),
+    /// The rate at the last step it was evaluated at: a window's end is
+    /// the next window's start, so each step's rate would otherwise be
+    /// evaluated twice or three times (the partial step of I(t1), the full
+    /// step to I(t2), the partial step of the next window's I(t1)).
+    rate_at: Option<(u64, A)>,
+}
+
+impl<A: Clone> State<A> {
+    /// The rate at `step`, evaluated once per step in a row.
+    fn rate(&mut self, step: u64, rate: &impl Fn(f64) -> A) -> A {
+        match &self.rate_at {
+            Some((at, r)) if *at == step => r.clone(),
+            _ => {
+                let r = rate(step as f64 * STEP);
+                self.rate_at = Some((step, r.clone()));
+                r
+            }
+        }
+    }
 }
 
 impl<const N: usize> Default for Integrator<[f64; N]> {
@@ -72,18 +91,24 @@ impl<A: Accumulator> Integrator<A> {
             state: Mutex::new(State {
                 checkpoints: vec![zero.clone()],
                 last: (0, zero),
+                rate_at: None,
             }),
         }
     }
 
-    /// ∫₀ᵗ rate(s) ds, component-wise; `rate` must be deterministic in s.
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<A>> {
+        match self.state.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// ∫₀ᵗ rate(s) ds, component-wise; `rate` must be deterministic in s
+    /// (and the same function on every call: its values are cached).
     pub fn integral(&self, t: f64, rate: impl Fn(f64) -> A) -> A {
         let t = t.max(0.0);
         let k = (t / STEP).floor() as u64;
-        let mut state = match self.state.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut state = self.lock();
         let (mut step, mut acc) = if state.last.0 <= k {
             state.last.clone()
         } else {
@@ -91,17 +116,16 @@ impl<A: Accumulator> Integrator<A> {
             (idx * CHECKPOINT, state.checkpoints[idx as usize].clone())
         };
         while step < k {
-            acc.add_scaled(&rate(step as f64 * STEP), STEP);
+            acc.add_scaled(&state.rate(step, &rate), STEP);
             step += 1;
             if step % CHECKPOINT == 0 && (step / CHECKPOINT) as usize == state.checkpoints.len() {
                 state.checkpoints.push(acc.clone());
             }
         }
         state.last = (k, acc.clone());
-        drop(state);
         let partial = t - k as f64 * STEP;
         if partial > 0.0 {
-            acc.add_scaled(&rate(k as f64 * STEP), partial);
+            acc.add_scaled(&state.rate(k, &rate), partial);
         }
         acc
     }
@@ -114,7 +138,8 @@ impl<A: Accumulator> Integrator<A> {
             return None;
         }
         if t2 == t1 {
-            return Some(rate((t1.max(0.0) / STEP).floor() * STEP));
+            let step = (t1.max(0.0) / STEP).floor() as u64;
+            return Some(self.lock().rate(step, &rate));
         }
         // t1 first: a caller averaging consecutive windows ([t0, t1], then
         // [t1, t2]) finds I(t1) at the cursor and steps forward to t2 only.

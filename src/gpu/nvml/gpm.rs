@@ -211,17 +211,38 @@ struct Stream<'d> {
     /// Whether the ids the driver answers NOT_SUPPORTED were dropped from
     /// the request (after the first metrics call that worked).
     learned: bool,
+    /// NVLink links and media engines asked: the readings' Vecs are sized once.
+    links: usize,
+    media: usize,
 }
 
 impl<'d> Stream<'d> {
     fn new(table: &[(GpmMetricId, Target)]) -> Self {
-        Stream {
+        let mut stream = Stream {
             previous: None,
             spare: None,
             request: MetricsRequest::new(table.iter().map(|(id, _)| id.as_c())),
             targets: table.iter().map(|(_, target)| *target).collect(),
             learned: false,
-        }
+            links: 0,
+            media: 0,
+        };
+        stream.count_targets();
+        stream
+    }
+
+    /// Counts the links (by their RX id) and media engines asked.
+    fn count_targets(&mut self) {
+        self.links = self
+            .targets
+            .iter()
+            .filter(|t| matches!(t, Target::Link(_, false)))
+            .count();
+        self.media = self
+            .targets
+            .iter()
+            .filter(|t| matches!(t, Target::Media(..)))
+            .count();
     }
 
     /// Takes a sample of the GPU (`instance` None) or of a MIG instance and,
@@ -275,7 +296,11 @@ impl<'d> Stream<'d> {
         let results = tally.call(FieldGroup::Gpm, "nvmlGpmMetricsGet", || {
             request.get(nvml, previous, now)
         })?;
-        let mut m = GpmMetrics::default();
+        let mut m = GpmMetrics {
+            nvlink_links: Vec::with_capacity(self.links),
+            media_engines: Vec::with_capacity(self.media),
+            ..GpmMetrics::default()
+        };
         // On the first call: the (id, target) pairs the driver answers.
         let mut answered = (!self.learned).then(Vec::new);
         for (target, (id, result)) in self.targets.iter().zip(results) {
@@ -297,6 +322,7 @@ impl<'d> Stream<'d> {
             if answered.len() < self.targets.len() {
                 self.request = MetricsRequest::new(answered.iter().map(|(id, _)| *id));
                 self.targets = answered.into_iter().map(|(_, target)| target).collect();
+                self.count_targets();
             }
         }
         Some(m)
