@@ -263,7 +263,11 @@ impl<'d> Stream<'d> {
                 SampleBuffer::alloc(nvml)
             });
         }
-        let mut now = self.spare.take()?;
+        let Some(mut now) = self.spare.take() else {
+            // No buffer, no sample: as when the sample fails, below.
+            self.previous = None;
+            return None;
+        };
         if tally
             .call(FieldGroup::Gpm, get, || now.fill(device, instance))
             .is_none()
