@@ -28,6 +28,10 @@ fn main() {
     let gpus = on.gpu_count() as f64;
     on.tick(Tiers::ALL, None);
     off.tick(Tiers::ALL, None);
+    // The second tick allocates the second GPM sample buffer and learns
+    // which metric ids answer: count calls from the third, the steady state.
+    on.tick(Tiers::default(), None);
+    off.tick(Tiers::default(), None);
     let calls = |reader: &mut NodeReader| {
         let before = counter.total();
         reader.tick(Tiers::default(), None);

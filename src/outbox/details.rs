@@ -142,7 +142,9 @@ pub fn related(condition: &Condition) -> Option<Related> {
                 r("memory_used", "Memory used", Limit::MemoryTotal)
             }
             Metric::Power | Metric::PowerLimitRatio => r("power", "Power draw", Limit::PowerLimit),
-            Metric::UtilizationGpu => r("utilization", "GPU utilization", Limit::None),
+            Metric::UtilizationGpu | Metric::UtilizationAvg5m => {
+                r("utilization", "GPU utilization", Limit::None)
+            }
             Metric::UtilizationMemory => r("memory_utilization", "Memory utilization", Limit::None),
             Metric::SmClock => r("sm_clock", "SM clock", Limit::None),
             Metric::FanSpeed => r("fan", "Fan speed", Limit::None),

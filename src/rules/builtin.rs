@@ -295,19 +295,22 @@ pub fn builtin_rules() -> Vec<Rule> {
         ),
         // GPM (Hopper and newer; quiet without it, since sm_active is then
         // absent). Busy but starved: nvidia-smi's utilization says a kernel
-        // ran all the time, yet under a fifth of the SMs had work — the job
-        // waits on data loading, the host or communication. 15 minutes
-        // rides out start-up and checkpoints. Info: an efficiency finding.
+        // ran nearly all the time, yet under a fifth of the SMs had work —
+        // the job waits on data loading, the host or communication. 15
+        // minutes rides out start-up and checkpoints. Utilization is the
+        // 5-minute average, at least 85 %: a starved job's utilization
+        // wanders around 90 %, and on the raw reading the alert flapped
+        // pending/inactive without ever firing. Info: an efficiency finding.
         rule(
             "GpuBusyButStarved",
             Condition::All(vec![
-                compare(Metric::UtilizationGpu, Op::Ge, 0.9),
+                compare(Metric::UtilizationAvg5m, Op::Ge, 0.85),
                 compare(Metric::SmActive, Op::Lt, 0.2),
             ]),
             900,
             Severity::Info,
             "GPU {{ .gpu }} on {{ .host }} looks busy but its SMs are mostly idle",
-            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has reported utilization of 90 % or more for {{ .for }} while only {{ .value }} of its SMs' time had work (alert below {{ .threshold }}). The job is likely starved: waiting on data loading, the CPU, storage or communication. Profile its input pipeline.",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has reported utilization averaging 85 % or more for {{ .for }} while only {{ .value }} of its SMs' time had work (alert below {{ .threshold }}). The job is likely starved: waiting on data loading, the CPU, storage or communication. Profile its input pipeline.",
         ),
         // Held but idle: processes hold GPU memory while no SM works for
         // 30 minutes — an allocated GPU doing nothing, the most expensive

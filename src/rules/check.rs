@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::anomaly;
 use super::condition::{Condition, Counter, Flag, Metric};
+use super::window::WindowAverage;
 use crate::gpu::{FieldGroup, GpuSnapshot, Snapshot};
 
 /// What evaluation remembers about one GPU.
@@ -25,6 +26,9 @@ pub struct GpuEvalState {
     /// Temperature baselines by utilization bucket (anomaly detection).
     #[serde(default)]
     pub baselines: BTreeMap<u8, anomaly::Baseline>,
+    /// Utilization of the last 5 minutes (`utilization_avg_5m`).
+    #[serde(default)]
+    pub utilization: WindowAverage,
     /// Per Xid code, the epochs (boot id and GPU resets within that boot,
     /// see [`epoch`]) in which it was counted, oldest first, at most
     /// [`EPOCHS_KEPT`]: `xid_recurring` escalates when one comes back.
@@ -136,6 +140,9 @@ pub(super) fn observe(
         }
     }
     if gpu.is_up() {
+        if let Some(utilization) = gpu.readings.utilization_gpu_ratio {
+            memory.utilization.add(taken_at, utilization);
+        }
         for (metric, _) in super::condition::METRICS {
             if metric_value(gpu, *metric).is_some() {
                 memory.seen.insert(*metric);
@@ -189,7 +196,8 @@ fn counter_sources(gpu: &GpuSnapshot) -> [(Counter, Sources); 4] {
 }
 
 /// A reading of `gpu`, or a value derived from its readings; `None` when
-/// the reading (or what it derives from) is absent.
+/// the reading (or what it derives from) is absent. `utilization_avg_5m`
+/// needs evaluation's memory: here it is the current utilization.
 pub fn metric_value(gpu: &GpuSnapshot, metric: Metric) -> Option<f64> {
     let r = &gpu.readings;
     let h = &gpu.health;
@@ -213,7 +221,7 @@ pub fn metric_value(gpu: &GpuSnapshot, metric: Metric) -> Option<f64> {
             let limit = h.power_limit_watts.filter(|l| *l > 0.0)?;
             Some(r.power_watts? / limit)
         }
-        Metric::UtilizationGpu => r.utilization_gpu_ratio,
+        Metric::UtilizationGpu | Metric::UtilizationAvg5m => r.utilization_gpu_ratio,
         Metric::UtilizationMemory => r.utilization_memory_ratio,
         Metric::SmClock => r.sm_clock_hertz,
         Metric::FanSpeed => h.fan_speed_ratio.iter().flatten().copied().reduce(f64::max),
@@ -260,7 +268,9 @@ fn group(metric: Metric) -> FieldGroup {
             FieldGroup::Memory
         }
         Metric::Power | Metric::PowerLimitRatio => FieldGroup::Power,
-        Metric::UtilizationGpu | Metric::UtilizationMemory => FieldGroup::Utilization,
+        Metric::UtilizationGpu | Metric::UtilizationAvg5m | Metric::UtilizationMemory => {
+            FieldGroup::Utilization
+        }
         Metric::SmClock => FieldGroup::Clocks,
         Metric::FanSpeed
         | Metric::PerformanceState
@@ -287,7 +297,14 @@ pub(super) fn check(
             op,
             threshold,
         } => {
-            let value = metric_value(gpu, *metric);
+            let value = match metric {
+                // Absent while the GPU gives no utilization now.
+                Metric::UtilizationAvg5m => gpu
+                    .readings
+                    .utilization_gpu_ratio
+                    .and_then(|_| memory.utilization.average()),
+                _ => metric_value(gpu, *metric),
+            };
             (value.is_some_and(|v| op.holds(v, *threshold)), value)
         }
         Condition::ClockEvent { mask } => match gpu.readings.clock_event_reasons {

@@ -46,6 +46,10 @@ pub enum Metric {
     PowerLimitRatio,
     /// GPU utilization, 0..1.
     UtilizationGpu,
+    /// GPU utilization averaged over the last 5 minutes, 0..1 (see
+    /// [`super::window`]): for rules that must not flap when utilization
+    /// wanders around their threshold.
+    UtilizationAvg5m,
     /// Memory utilization, 0..1.
     UtilizationMemory,
     /// SM clock, Hz.
@@ -87,6 +91,7 @@ pub const METRICS: &[(Metric, &str)] = &[
     (Metric::Power, "power"),
     (Metric::PowerLimitRatio, "power_limit_ratio"),
     (Metric::UtilizationGpu, "utilization"),
+    (Metric::UtilizationAvg5m, "utilization_avg_5m"),
     (Metric::UtilizationMemory, "memory_utilization"),
     (Metric::SmClock, "sm_clock"),
     (Metric::FanSpeed, "fan_speed"),

@@ -97,6 +97,48 @@ fn busy_but_starved_fires_after_15_minutes_of_busy_and_idle_sms() {
     assert_eq!(states[2], "resolved");
 }
 
+/// A starved job's utilization wanders around 90 % (0.88–0.92 from one
+/// sample to the next). On the raw reading (`utilization >= 0.9`) every dip
+/// sent the alert back to inactive and it never fired; on the 5-minute
+/// average it stays pending and fires after its 15 minutes, and resolves
+/// once the average falls below 85 %.
+#[test]
+fn busy_but_starved_holds_through_utilization_wandering_around_90_percent() {
+    let noisy = [0.92, 0.88, 0.91, 0.89, 0.9, 0.88, 0.92, 0.89];
+    let mut steps: Vec<(u64, GpuSnapshot)> = (0..=1000u64)
+        .step_by(5)
+        .map(|s| {
+            (
+                s,
+                gpu(noisy[(s / 5) as usize % noisy.len()], Some(0.12), 8000),
+            )
+        })
+        .collect();
+    let fires_at = steps
+        .iter()
+        .position(|(s, _)| *s >= 900)
+        .unwrap_or(steps.len());
+    let noisy_steps = steps.len();
+    // Then the GPU idles (utilization 0.5): the average sinks below 0.85.
+    steps.extend(
+        (1005..=1300u64)
+            .step_by(5)
+            .map(|s| (s, gpu(0.5, Some(0.12), 8000))),
+    );
+    let states = run("GpuBusyButStarved", &steps);
+    assert!(
+        states[..fires_at].iter().all(|s| *s == "pending"),
+        "{:?}",
+        &states[..fires_at]
+    );
+    assert!(
+        states[fires_at..noisy_steps].iter().all(|s| *s == "firing"),
+        "{:?}",
+        &states[fires_at..noisy_steps]
+    );
+    assert_eq!(states.last(), Some(&"resolved"));
+}
+
 #[test]
 fn busy_but_starved_stays_quiet_when_busy_for_real_or_idle_or_without_gpm() {
     for (why, g) in [

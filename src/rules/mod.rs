@@ -21,6 +21,7 @@ pub mod eval;
 pub mod parse;
 pub mod rule;
 pub mod template;
+pub mod window;
 
 pub use builtin::builtin_rules;
 pub use check::{metric_value, missing_from_driver, GpuEvalState};

@@ -57,6 +57,25 @@ struct State<A> {
     checkpoints: Vec<A>,
     /// Most recent (step, integral up to that step).
     last: (u64, A),
+    /// The rate at the last step it was evaluated at: a window's end is
+    /// the next window's start, so each step's rate would otherwise be
+    /// evaluated twice or three times (the partial step of I(t1), the full
+    /// step to I(t2), the partial step of the next window's I(t1)).
+    rate_at: Option<(u64, A)>,
+}
+
+impl<A: Clone> State<A> {
+    /// The rate at `step`, evaluated once per step in a row.
+    fn rate(&mut self, step: u64, rate: &impl Fn(f64) -> A) -> A {
+        match &self.rate_at {
+            Some((at, r)) if *at == step => r.clone(),
+            _ => {
+                let r = rate(step as f64 * STEP);
+                self.rate_at = Some((step, r.clone()));
+                r
+            }
+        }
+    }
 }
 
 impl<const N: usize> Default for Integrator<[f64; N]> {
@@ -72,18 +91,24 @@ impl<A: Accumulator> Integrator<A> {
             state: Mutex::new(State {
                 checkpoints: vec![zero.clone()],
                 last: (0, zero),
+                rate_at: None,
             }),
         }
     }
 
-    /// ∫₀ᵗ rate(s) ds, component-wise; `rate` must be deterministic in s.
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<A>> {
+        match self.state.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// ∫₀ᵗ rate(s) ds, component-wise; `rate` must be deterministic in s
+    /// (and the same function on every call: its values are cached).
     pub fn integral(&self, t: f64, rate: impl Fn(f64) -> A) -> A {
         let t = t.max(0.0);
         let k = (t / STEP).floor() as u64;
-        let mut state = match self.state.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut state = self.lock();
         let (mut step, mut acc) = if state.last.0 <= k {
             state.last.clone()
         } else {
@@ -91,17 +116,16 @@ impl<A: Accumulator> Integrator<A> {
             (idx * CHECKPOINT, state.checkpoints[idx as usize].clone())
         };
         while step < k {
-            acc.add_scaled(&rate(step as f64 * STEP), STEP);
+            acc.add_scaled(&state.rate(step, &rate), STEP);
             step += 1;
             if step % CHECKPOINT == 0 && (step / CHECKPOINT) as usize == state.checkpoints.len() {
                 state.checkpoints.push(acc.clone());
             }
         }
         state.last = (k, acc.clone());
-        drop(state);
         let partial = t - k as f64 * STEP;
         if partial > 0.0 {
-            acc.add_scaled(&rate(k as f64 * STEP), partial);
+            acc.add_scaled(&state.rate(k, &rate), partial);
         }
         acc
     }
@@ -114,10 +138,16 @@ impl<A: Accumulator> Integrator<A> {
             return None;
         }
         if t2 == t1 {
-            return Some(rate((t1.max(0.0) / STEP).floor() * STEP));
+            let step = (t1.max(0.0) / STEP).floor() as u64;
+            return Some(self.lock().rate(step, &rate));
         }
+        // t1 first: a caller averaging consecutive windows ([t0, t1], then
+        // [t1, t2]) finds I(t1) at the cursor and steps forward to t2 only.
+        // Asking t2 first moved the cursor past t1, so I(t1) walked from the
+        // last checkpoint again: up to CHECKPOINT rate evaluations a window.
+        let start = self.integral(t1, &rate);
         let mut avg = self.integral(t2, &rate);
-        avg.add_scaled(&self.integral(t1, &rate), -1.0);
+        avg.add_scaled(&start, -1.0);
         avg.scale(1.0 / (t2 - t1));
         Some(avg)
     }
@@ -148,6 +178,30 @@ mod tests {
             let v = i.integral(n as f64 * 0.37, rate)[0];
             assert!(v >= prev);
             prev = v;
+        }
+    }
+
+    #[test]
+    fn consecutive_windows_step_forward_without_walking_back() {
+        // GPM and NVLink averages come one window after the other ([t0, t1],
+        // [t1, t2], ...): each must cost a few rate evaluations, not a walk
+        // from the last checkpoint.
+        let i = Integrator::<[f64; 1]>::default();
+        let calls = std::cell::Cell::new(0u32);
+        let rate = |s: f64| {
+            calls.set(calls.get() + 1);
+            [s]
+        };
+        assert!(i.average(1000.0, 1001.0, rate).is_some());
+        for t in 1001..1100 {
+            calls.set(0);
+            let (t1, t2) = (f64::from(t), f64::from(t + 1));
+            assert_eq!(i.average(t1, t2, rate), Some([t1]));
+            assert!(
+                calls.get() <= 2,
+                "window at {t1} evaluated the rate {} times",
+                calls.get()
+            );
         }
     }
 

@@ -11,7 +11,6 @@ use super::Unavailable;
 use crate::rng;
 use crate::scenario::gpm::GpmSpec;
 use crate::timeline::Signal;
-use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::OnceLock;
 
@@ -207,15 +206,18 @@ impl GpmWindow {
 }
 
 /// (short name, long name, unit) of a metric the simulator answers; the
-/// strings live for the whole process (metricInfo points at them).
+/// strings live for the whole process (metricInfo points at them). Indexed
+/// by id: every metrics call looks up each metric it answers.
 pub fn info(id: u32) -> Option<&'static (CString, CString, CString)> {
-    static TABLE: OnceLock<HashMap<u32, (CString, CString, CString)>> = OnceLock::new();
+    static TABLE: OnceLock<Vec<Option<(CString, CString, CString)>>> = OnceLock::new();
     TABLE
         .get_or_init(|| {
-            let mut t = HashMap::new();
+            let mut t = vec![None; METRIC_MAX as usize];
             let mut add = |id: u32, short: String, long: String, unit: &str| {
                 let c = |s: String| CString::new(s).unwrap_or_default();
-                t.insert(id, (c(short), c(long), c(unit.to_string())));
+                if let Some(slot) = t.get_mut(id as usize) {
+                    *slot = Some((c(short), c(long), c(unit.to_string())));
+                }
             };
             for (id, short, long) in [
                 (1, "graphics_util", "Graphics/compute engine activity"),
@@ -295,5 +297,6 @@ pub fn info(id: u32) -> Option<&'static (CString, CString, CString)> {
             }
             t
         })
-        .get(&id)
+        .get(id as usize)?
+        .as_ref()
 }

@@ -15,7 +15,7 @@ use crate::scenario::Feature;
 use nvml_wrapper_sys::bindings::*;
 use std::collections::HashMap;
 use std::ffi::c_uint;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 const INVALID: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT;
@@ -44,6 +44,17 @@ static STREAMING: [AtomicBool; MAX_DEVICES] = [const { AtomicBool::new(false) };
 
 fn samples() -> MutexGuard<'static, Option<HashMap<usize, Box<Cell>>>> {
     SAMPLES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Metric ids asked in all nvmlGpmMetricsGet calls since load (tests and
+/// benchmarks read it to see what the agent asks a tick).
+static METRICS_ASKED: AtomicU64 = AtomicU64::new(0);
+
+/// Metric ids asked in all `nvmlGpmMetricsGet` calls since load: with the
+/// call counts, what GPM costs a caller per tick.
+#[no_mangle]
+pub extern "C" fn nvmlSimGpmMetricsAsked() -> u64 {
+    METRICS_ASKED.load(Ordering::Relaxed)
 }
 
 /// Frees every sample buffer and clears streaming (on the last nvmlShutdown).
@@ -175,6 +186,7 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(request: *mut nvmlGpmMetricsGet_t) ->
         if count > nvmlGpmMetricId_t_NVML_GPM_METRIC_MAX as usize {
             return Err(INVALID);
         }
+        METRICS_ASKED.fetch_add(count as u64, Ordering::Relaxed);
         let first = taken(std::ptr::addr_of!((*request).sample1).read())?;
         let second = taken(std::ptr::addr_of!((*request).sample2).read())?;
         if (first.gpu, first.instance) != (second.gpu, second.instance) {

@@ -1,12 +1,14 @@
-//! GPM (GPU Performance Monitoring, Hopper and newer): the only module that
-//! uses nvml-wrapper's GPM types.
+//! GPM (GPU Performance Monitoring, Hopper and newer): what the sampler
+//! reads of it. Only this module and `gpm_ffi` (its raw calls) use GPM.
 //!
 //! Each GPU with GPM takes one sample per fast tick and keeps it; the
 //! metrics are computed from the previous sample and the new one
 //! (`nvmlGpmMetricsGet`), so the first tick has none. With MIG on, each GPU
 //! instance is sampled the same way (`nvmlGpmMigSampleGet`). Calls per GPU
-//! (and per MIG instance) per tick: sample alloc + get, metrics get, and the
-//! free of the previous sample — 4. Streaming mode is left as it is (off by
+//! (and per MIG instance) per tick: sample get and metrics get — 2; the two
+//! sample buffers of each are allocated once and take turns. The metric ids
+//! the driver answers NOT_SUPPORTED on the first metrics call are not asked
+//! again (until a driver re-init). Streaming mode is left as it is (off by
 //! default): one sample per second needs no driver-side buffering.
 //!
 //! NVML's units (nvml.h): `*_UTIL` in % 0-100, PCIe and NVLink in MiB/s;
@@ -16,8 +18,10 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use nvml_wrapper::enums::gpm::GpmMetricId;
-use nvml_wrapper::gpm::{gpm_metrics_get, GpmSample};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
 
+use super::gpm_ffi::{MetricsRequest, SampleBuffer};
 use super::{GpuDevice, Tally};
 use crate::gpu::gpm::{GpmMetrics, GpmReadings, InstanceGpm, LinkTraffic, MediaEngineActivity};
 use crate::gpu::snapshot::FieldGroup;
@@ -32,10 +36,10 @@ const NVLINK_LINKS: u32 = 18;
 pub(super) struct GpmState<'d> {
     /// Whether the GPU has GPM; `None` until asked.
     supported: Option<bool>,
-    /// The whole-GPU sample of the previous tick.
-    previous: Option<GpmSample<'d>>,
-    /// The previous tick's sample of each MIG GPU instance, by instance id.
-    instances: BTreeMap<u32, GpmSample<'d>>,
+    /// The whole GPU's sampling (built on its first tick with GPM).
+    gpu: Option<Stream<'d>>,
+    /// The sampling of each MIG GPU instance, by instance id.
+    instances: BTreeMap<u32, Stream<'d>>,
 }
 
 /// Where one metric's value goes, and in which unit it comes.
@@ -131,7 +135,8 @@ fn metric_table(whole_gpu: bool) -> Vec<(GpmMetricId, Target)> {
 
 impl<'d> GpuDevice<'d> {
     /// Asks NVML whether this GPU has GPM (at start, and on a new NVML
-    /// session after a driver re-init) and forgets any earlier sample.
+    /// session after a driver re-init) and forgets any earlier sample and
+    /// learned metric set.
     pub fn probe_gpm(&mut self, tally: &mut Tally) -> Option<bool> {
         let d = &self.device;
         let supported = tally.call(FieldGroup::Gpm, "nvmlGpmQueryDeviceSupport", || {
@@ -165,84 +170,196 @@ impl<'d> GpuDevice<'d> {
             return readings;
         }
         let d = &self.device;
-        let sample = tally.call(FieldGroup::Gpm, "nvmlGpmSampleGet", || d.gpm_sample());
-        if let (Some(previous), Some(now)) = (self.gpm.previous.take(), &sample) {
-            readings.gpu = self.metrics(&previous, now, &GPU_METRICS, tally);
-        }
-        self.gpm.previous = sample;
+        let gpu = self
+            .gpm
+            .gpu
+            .get_or_insert_with(|| Stream::new(&GPU_METRICS));
+        readings.gpu = gpu.tick(d, None, tally);
         let mut kept = BTreeMap::new();
         for &id in mig_instances {
-            let sample = tally.call(FieldGroup::Gpm, "nvmlGpmMigSampleGet", || {
-                d.gpm_mig_sample(id)
-            });
-            let Some(now) = sample else { continue };
-            if let Some(previous) = self.gpm.instances.remove(&id) {
-                if let Some(metrics) = self.metrics(&previous, &now, &INSTANCE_METRICS, tally) {
-                    readings.instances.push(InstanceGpm {
-                        gpu_instance_id: id,
-                        metrics,
-                    });
-                }
+            let mut stream = self
+                .gpm
+                .instances
+                .remove(&id)
+                .unwrap_or_else(|| Stream::new(&INSTANCE_METRICS));
+            if let Some(metrics) = stream.tick(d, Some(id), tally) {
+                readings.instances.push(InstanceGpm {
+                    gpu_instance_id: id,
+                    metrics,
+                });
             }
-            kept.insert(id, now);
+            kept.insert(id, stream);
         }
-        // Instances that went away drop (and free) their last sample here.
+        // Instances that went away drop (and free) their buffers here.
         self.gpm.instances = kept;
         readings
     }
+}
 
-    fn metrics(
-        &self,
-        previous: &GpmSample<'d>,
-        now: &GpmSample<'d>,
-        table: &[(GpmMetricId, Target)],
+/// The GPM sampling of the GPU or of one MIG instance, kept across ticks.
+/// Steady state costs 2 NVML calls a tick: refill the spare buffer, then
+/// compute the metrics from the previous sample and it.
+struct Stream<'d> {
+    /// The previous tick's sample, where one was taken.
+    previous: Option<SampleBuffer<'d>>,
+    /// The buffer this tick's sample goes into (allocated once).
+    spare: Option<SampleBuffer<'d>>,
+    /// The metric ids asked, built once.
+    request: MetricsRequest,
+    /// Where each asked id's value goes, in the request's order.
+    targets: Vec<Target>,
+    /// Whether the ids the driver answers NOT_SUPPORTED were dropped from
+    /// the request (after the first metrics call that worked).
+    learned: bool,
+    /// NVLink links and media engines asked: the readings' Vecs are sized once.
+    links: usize,
+    media: usize,
+}
+
+impl<'d> Stream<'d> {
+    fn new(table: &[(GpmMetricId, Target)]) -> Self {
+        let mut stream = Stream {
+            previous: None,
+            spare: None,
+            request: MetricsRequest::new(table.iter().map(|(id, _)| id.as_c())),
+            targets: table.iter().map(|(_, target)| *target).collect(),
+            learned: false,
+            links: 0,
+            media: 0,
+        };
+        stream.count_targets();
+        stream
+    }
+
+    /// Counts the links (by their RX id) and media engines asked.
+    fn count_targets(&mut self) {
+        self.links = self
+            .targets
+            .iter()
+            .filter(|t| matches!(t, Target::Link(_, false)))
+            .count();
+        self.media = self
+            .targets
+            .iter()
+            .filter(|t| matches!(t, Target::Media(..)))
+            .count();
+    }
+
+    /// Takes a sample of the GPU (`instance` None) or of a MIG instance and,
+    /// from the second one on, the figures since the previous one.
+    fn tick(
+        &mut self,
+        device: &Device<'d>,
+        instance: Option<u32>,
         tally: &mut Tally,
     ) -> Option<GpmMetrics> {
-        let nvml = self.device.nvml();
-        let ids: Vec<GpmMetricId> = table.iter().map(|(id, _)| *id).collect();
+        let get = match instance {
+            None => "nvmlGpmSampleGet",
+            Some(_) => "nvmlGpmMigSampleGet",
+        };
+        let nvml = device.nvml();
+        if self.spare.is_none() {
+            self.spare = tally.call(FieldGroup::Gpm, "nvmlGpmSampleAlloc", || {
+                SampleBuffer::alloc(nvml)
+            });
+        }
+        let Some(mut now) = self.spare.take() else {
+            // No buffer, no sample: as when the sample fails, below.
+            self.previous = None;
+            return None;
+        };
+        if tally
+            .call(FieldGroup::Gpm, get, || now.fill(device, instance))
+            .is_none()
+        {
+            // No sample this tick: the next one has nothing to pair with.
+            self.spare = Some(now);
+            self.previous = None;
+            return None;
+        }
+        let metrics = match self.previous.take() {
+            Some(previous) => {
+                let metrics = self.metrics(nvml, &previous, &now, tally);
+                self.spare = Some(previous);
+                metrics
+            }
+            None => None,
+        };
+        self.previous = Some(now);
+        metrics
+    }
+
+    fn metrics(
+        &mut self,
+        nvml: &Nvml,
+        previous: &SampleBuffer<'d>,
+        now: &SampleBuffer<'d>,
+        tally: &mut Tally,
+    ) -> Option<GpmMetrics> {
+        let request = &mut self.request;
         let results = tally.call(FieldGroup::Gpm, "nvmlGpmMetricsGet", || {
-            gpm_metrics_get(nvml, previous, now, &ids)
+            request.get(nvml, previous, now)
         })?;
-        let mut m = GpmMetrics::default();
-        let mut links: BTreeMap<u32, LinkTraffic> = BTreeMap::new();
-        for ((id, target), result) in table.iter().zip(results) {
-            let value = match result {
-                Ok(r) if r.value.is_finite() => r.value,
-                Ok(_) => continue,
-                Err(error) => {
-                    tally.gpm_metric_failed(metric_number(*id), &error);
-                    continue;
+        let mut m = GpmMetrics {
+            nvlink_links: Vec::with_capacity(self.links),
+            media_engines: Vec::with_capacity(self.media),
+            ..GpmMetrics::default()
+        };
+        // On the first call: the (id, target) pairs the driver answers.
+        let mut answered = (!self.learned).then(Vec::new);
+        for (target, (id, result)) in self.targets.iter().zip(results) {
+            if let Some(answered) = &mut answered {
+                if !matches!(result, Err(NvmlError::NotSupported)) {
+                    answered.push((id, *target));
                 }
-            };
-            match *target {
-                Target::Ratio(field) => *field(&mut m) = Some(value / 100.0),
-                Target::Rate(field) => *field(&mut m) = Some(value * MIB),
-                Target::Link(link, tx) => {
-                    let entry = links.entry(link).or_insert_with(|| LinkTraffic {
-                        link,
-                        ..LinkTraffic::default()
-                    });
-                    if tx {
-                        entry.tx_bytes_per_second = Some(value * MIB);
-                    } else {
-                        entry.rx_bytes_per_second = Some(value * MIB);
-                    }
-                }
-                Target::Media(engine, index) => m.media_engines.push(MediaEngineActivity {
-                    engine,
-                    index,
-                    active_ratio: value / 100.0,
-                }),
+            }
+            match result {
+                Ok(value) if value.is_finite() => store(&mut m, *target, value),
+                Ok(_) => {}
+                Err(error) => tally.gpm_metric_failed(id, &error),
             }
         }
-        m.nvlink_links = links.into_values().collect();
+        if let Some(answered) = answered {
+            // Ask only what answers from now on; a re-init re-learns
+            // (`probe_gpm` starts new streams).
+            self.learned = true;
+            if answered.len() < self.targets.len() {
+                self.request = MetricsRequest::new(answered.iter().map(|(id, _)| *id));
+                self.targets = answered.into_iter().map(|(_, target)| target).collect();
+                self.count_targets();
+            }
+        }
         Some(m)
     }
 }
 
-/// NVML's number for a metric id, for logs and error counts.
-fn metric_number(id: GpmMetricId) -> u32 {
-    id.as_c()
+/// Puts one metric's value (in NVML's unit) where `target` says.
+fn store(m: &mut GpmMetrics, target: Target, value: f64) {
+    match target {
+        Target::Ratio(field) => *field(m) = Some(value / 100.0),
+        Target::Rate(field) => *field(m) = Some(value * MIB),
+        Target::Link(link, tx) => {
+            // The table asks links in order, RX before TX of each.
+            if m.nvlink_links.last().map(|l| l.link) != Some(link) {
+                m.nvlink_links.push(LinkTraffic {
+                    link,
+                    ..LinkTraffic::default()
+                });
+            }
+            if let Some(entry) = m.nvlink_links.last_mut() {
+                if tx {
+                    entry.tx_bytes_per_second = Some(value * MIB);
+                } else {
+                    entry.rx_bytes_per_second = Some(value * MIB);
+                }
+            }
+        }
+        Target::Media(engine, index) => m.media_engines.push(MediaEngineActivity {
+            engine,
+            index,
+            active_ratio: value / 100.0,
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -254,12 +371,14 @@ mod tests {
         // 12 SM/pipe/DRAM figures, 18 media engines, PCIe 2, NVLink 2 + 36.
         assert_eq!(GPU_METRICS.len(), 12 + 18 + 2 + 2 + 36);
         assert_eq!(INSTANCE_METRICS.len(), 12 + 18);
-        // nvml-wrapper panics above 98 ids in one call.
-        assert!(GPU_METRICS.len() <= 98);
+        // One request holds at most NVML_GPM_METRIC_MAX ids.
+        assert!(GPU_METRICS.len() <= super::super::gpm_ffi::MAX_METRICS);
+        let request = MetricsRequest::new(GPU_METRICS.iter().map(|(id, _)| id.as_c()));
+        assert_eq!(request.len(), GPU_METRICS.len());
         let link17_tx = GPU_METRICS
             .iter()
             .find(|(_, t)| matches!(t, Target::Link(17, true)))
-            .map(|(id, _)| metric_number(*id));
+            .map(|(id, _)| id.as_c());
         assert_eq!(link17_tx, Some(97));
     }
 }

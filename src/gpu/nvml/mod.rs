@@ -20,6 +20,7 @@ mod fabric;
 mod fast;
 pub mod fields;
 mod gpm;
+mod gpm_ffi;
 mod links;
 mod processes;
 mod slow;
