@@ -30,9 +30,11 @@ fn config(name: &str, body: &str) -> PathBuf {
     path
 }
 
+/// Starts the agent in this process (the scenario's time is frozen, so
+/// in-process agents one after another see the same GPUs).
 fn start(args: &[&str]) -> Agent {
     let scenario = fixture("scenarios/golden-full.toml");
-    Agent::start(
+    Agent::in_process_with_args(
         scenario.to_str().expect("utf-8 path"),
         args,
         &[("GPUWATCH_SIM_TIME", "10")],

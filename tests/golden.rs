@@ -71,7 +71,7 @@ fn scrape_golden() -> Metrics {
         ),
     )
     .expect("config");
-    let agent = Agent::start(
+    let agent = Agent::in_process_with_args(
         scenario.to_str().expect("utf-8 path"),
         &["--config", config.to_str().expect("utf-8 path")],
         &[("GPUWATCH_SIM_TIME", "10")],

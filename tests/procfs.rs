@@ -170,7 +170,7 @@ fn command_lines_are_off_by_default_and_masked_when_on() {
             ),
         )
         .expect("config");
-        let agent = Agent::start(
+        let agent = Agent::in_process_with_args(
             scenario.to_str().expect("utf-8 path"),
             &[
                 "--config",

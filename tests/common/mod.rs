@@ -211,6 +211,30 @@ impl Agent {
         }
     }
 
+    /// [`Agent::in_process`] with the `gpuwatch run` flags tests pass to
+    /// [`Agent::start`] (`--config FILE`, `--metrics-compat SET`,
+    /// `--web-config FILE`, `--no-history`); any other flag is a test bug.
+    pub fn in_process_with_args(scenario: &str, args: &[&str], env: &[(&str, &str)]) -> Agent {
+        let mut options = gpuwatch::app::RunOptions::default();
+        let mut args = args.iter();
+        while let Some(flag) = args.next() {
+            if *flag == "--no-history" {
+                options.no_history = true;
+                continue;
+            }
+            let value = args
+                .next()
+                .unwrap_or_else(|| panic!("{flag} needs a value"));
+            match *flag {
+                "--config" => options.source.config = Some(PathBuf::from(value)),
+                "--metrics-compat" => options.metrics_compat.push(value.to_string()),
+                "--web-config" => options.web_config = Some(PathBuf::from(value)),
+                other => panic!("Agent::in_process_with_args does not know {other}"),
+            }
+        }
+        Agent::in_process(scenario, options, env)
+    }
+
     /// GET `path`: (status, body).
     pub fn get(&self, path: &str) -> (u16, String) {
         let response = self.get_with(path, &[]).expect("request");
