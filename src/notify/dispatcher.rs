@@ -259,6 +259,29 @@ mod tests {
         }
     }
 
+    /// Starts the dispatcher of `receiver`; returns its task, the switch
+    /// that stops it and the doorbell it listens to.
+    fn spawn_dispatcher(
+        receiver: ReceiverConfig,
+        pool: &SqlitePool,
+        stats: Arc<ReceiverStats>,
+    ) -> (
+        tokio::task::JoinHandle<()>,
+        watch::Sender<bool>,
+        crate::outbox::Doorbell,
+    ) {
+        let (stop, shutdown) = watch::channel(false);
+        let bell = crate::outbox::Doorbell::default();
+        let task = tokio::spawn(run(
+            receiver,
+            pool.clone(),
+            stats,
+            bell.listener(),
+            shutdown,
+        ));
+        (task, stop, bell)
+    }
+
     /// Runs the dispatcher of `receiver` until its only row is no longer
     /// pending; returns (state, attempts, last_error), or `None` when the
     /// row was delivered (deleted).
@@ -277,15 +300,7 @@ mod tests {
             .expect("insert");
         tx.commit().await.expect("commit");
         let stats = Arc::new(ReceiverStats::new(&receiver.name));
-        let (stop, shutdown) = watch::channel(false);
-        let bell = crate::outbox::Doorbell::default();
-        let task = tokio::spawn(run(
-            receiver,
-            pool.clone(),
-            stats,
-            bell.listener(),
-            shutdown,
-        ));
+        let (task, stop, _bell) = spawn_dispatcher(receiver, &pool, stats);
         let mut row = None;
         for _ in 0..200 {
             row = sqlx::query_as::<_, (String, i64, Option<String>)>(
@@ -368,15 +383,7 @@ mod tests {
         let pool = store.pool.clone();
         let receiver = webhook("http://127.0.0.1:1/alerts".into());
         let stats = Arc::new(ReceiverStats::new(&receiver.name));
-        let (stop, shutdown) = watch::channel(false);
-        let bell = crate::outbox::Doorbell::default();
-        let task = tokio::spawn(run(
-            receiver,
-            pool.clone(),
-            stats.clone(),
-            bell.listener(),
-            shutdown,
-        ));
+        let (task, stop, bell) = spawn_dispatcher(receiver, &pool, stats.clone());
         // Its first look at the empty outbox takes milliseconds; then it
         // waits (formerly: 500 ms, now: the doorbell or 30 s).
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -429,15 +436,7 @@ mod tests {
             route: crate::alerting::Route::default(),
         };
         let stats = Arc::new(ReceiverStats::new("hook"));
-        let (stop, shutdown) = watch::channel(false);
-        let bell = crate::outbox::Doorbell::default();
-        let task = tokio::spawn(run(
-            receiver,
-            pool.clone(),
-            stats.clone(),
-            bell.listener(),
-            shutdown,
-        ));
+        let (task, stop, _bell) = spawn_dispatcher(receiver, &pool, stats.clone());
         let read = || async {
             sqlx::query_as::<_, (String, i64, Option<String>)>(
                 "SELECT state, attempts, last_error FROM outbox WHERE fingerprint = 'f1'",
