@@ -65,6 +65,25 @@ fn boot_with_xid79(dir: &Path, boot_id: &str, escalates: bool) {
     };
     if escalates {
         agent.wait_for("GpuXidRecurring on GPU 0", LONG, recurring);
+        // The verdict follows the escalation: inspect the hardware, in
+        // /api/v1/health and in the GPU list the web view reads.
+        let (status, body) = agent.get("/api/v1/health");
+        assert_eq!(status, 200, "{body}");
+        let health: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        let gpu0 = &health["gpus"][0];
+        assert_eq!(gpu0["state"], "unhealthy", "{body}");
+        let inspect = |reasons: &serde_json::Value| {
+            reasons.as_array().into_iter().flatten().any(|r| {
+                r["action"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with("INSPECT_HARDWARE"))
+                    && r["text"].as_str().is_some_and(|t| t.contains("Xid 79"))
+            })
+        };
+        assert!(inspect(&gpu0["reasons"]), "{body}");
+        let (_, body) = agent.get("/api/v1/gpus");
+        let gpus: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert!(inspect(&gpus["gpus"][0]["health"]["reasons"]), "{body}");
     } else {
         agent.wait_for("the live Xid 79 counted", LONG, |m| {
             m.value("gpuwatch_xid_errors_total", &[("gpu", "0"), ("xid", "79")]) == Some(1.0)

@@ -235,6 +235,11 @@ async fn start_alerting(
         alerts: receiver.clone(),
         dropped_snapshots: run.queue.dropped.clone(),
     }));
+    // The health verdict on /metrics follows GpuXidRecurring's escalations.
+    let alerts = receiver.clone();
+    exporter.set_escalations(crate::health::escalation::EscalationSource::new(
+        move || alerts.borrow().xid_escalations(),
+    ));
     let notifiers = storage::Notifiers::new(config, &derived.external_url, panics);
     if attached.is_some() && !notifiers.stats.is_empty() {
         exporter.add(Box::new(crate::notify::NotifyCollector(

@@ -19,11 +19,12 @@ pub use super::families::{flag, ids, with};
 pub fn encode(
     snapshot: &Snapshot,
     options: &super::process_metrics::ProcessExport,
+    escalated: &crate::health::escalation::Escalated,
     encoder: &mut DescriptorEncoder,
 ) -> fmt::Result {
     let mut f = Families::new();
     for gpu in &snapshot.gpus {
-        f.add(snapshot, gpu);
+        f.add(snapshot, gpu, escalated);
     }
     f.encode(encoder)?;
     super::gpm_metrics::encode(snapshot, encoder)?;
@@ -80,7 +81,12 @@ families! {
 }
 
 impl<'a> Families<'a> {
-    fn add(&mut self, snapshot: &'a Snapshot, gpu: &'a GpuSnapshot) {
+    fn add(
+        &mut self,
+        snapshot: &'a Snapshot,
+        gpu: &'a GpuSnapshot,
+        escalated: &crate::health::escalation::Escalated,
+    ) {
         let id = || ids(gpu);
         let identity = &gpu.identity;
         let mut info = id();
@@ -107,7 +113,11 @@ impl<'a> Families<'a> {
             self.xid_last.push(labels, unix_seconds_f64(xid.last_seen));
         }
         self.add_links(gpu);
-        let state = crate::health::verdict::verdict(gpu, std::time::SystemTime::now()).state;
+        let state = crate::health::verdict::with_escalations(
+            crate::health::verdict::verdict(gpu, std::time::SystemTime::now()),
+            crate::health::escalation::for_gpu(escalated, gpu),
+        )
+        .state;
         for candidate in crate::health::verdict::State::ALL {
             self.gpu_health.push(
                 with(id(), "state", candidate.as_str()),

@@ -79,11 +79,19 @@ impl Collector for SelfCollector {
 struct GpuCollector {
     snapshot: Arc<Snapshot>,
     processes: process_metrics::ProcessExport,
+    /// Xid escalations for the health verdict, read when the snapshot is
+    /// first encoded.
+    escalated: crate::health::escalation::Escalated,
 }
 
 impl Collector for GpuCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        gpu_metrics::encode(&self.snapshot, &self.processes, &mut encoder)
+        gpu_metrics::encode(
+            &self.snapshot,
+            &self.processes,
+            &self.escalated,
+            &mut encoder,
+        )
     }
 }
 
@@ -119,6 +127,8 @@ pub struct Exporter {
     tail: Registry,
     /// The snapshot's encodings; `None` encodes everything per scrape.
     cache: Option<cache::Cache>,
+    /// Xid escalations for `gpuwatch_gpu_health` (none without rules).
+    escalations: crate::health::escalation::EscalationSource,
 }
 
 impl Exporter {
@@ -145,6 +155,7 @@ impl Exporter {
             head,
             tail: Registry::with_prefix("gpuwatch"),
             cache: Some(cache::Cache::default()),
+            escalations: Default::default(),
         }
     }
 
@@ -168,6 +179,12 @@ impl Exporter {
     }
 
     /// Encodes everything at each scrape and gzips the whole body, as
+    /// Where the health verdict reads the Xid escalations (the alert state;
+    /// wired by the agent).
+    pub fn set_escalations(&mut self, source: crate::health::escalation::EscalationSource) {
+        self.escalations = source;
+    }
+
     /// gpuwatch did before the per-snapshot cache: the baseline the scrape
     /// benchmark compares with. The bytes served are the same.
     pub fn encode_per_scrape(mut self) -> Exporter {
@@ -265,6 +282,7 @@ impl Exporter {
         gpus.register_collector(Box::new(GpuCollector {
             snapshot: snapshot.clone(),
             processes: self.processes.clone(),
+            escalated: self.escalations.current(),
         }));
         Ok([encode(&compat, format)?, encode(&gpus, format)?])
     }

@@ -8,6 +8,7 @@
 //! carries counts, SXid counts and recent occurrences in each snapshot.
 
 pub mod catalog;
+pub mod escalation;
 pub mod parse;
 pub mod pci_scan;
 #[cfg(test)]

@@ -14,6 +14,9 @@
 //!   completed yet (single-GPU work still runs; the `GpuFabricNotRegistered`
 //!   alert applies the grace period); the fabric at limited capacity or
 //!   with degraded bandwidth.
+//! - unhealthy, too: an Xid that came back after GPU resets or node
+//!   reboots (`GpuXidRecurring` firing; [`with_escalations`]): inspect the
+//!   hardware, whatever the Xid's own action says.
 //! - healthy: none of these.
 
 use std::time::{Duration, SystemTime};
@@ -116,6 +119,30 @@ fn fabric_reasons(f: &FabricReading) -> Vec<(State, String)> {
         }
     }
     reasons
+}
+
+/// What to do about an Xid that resets and reboots do not fix.
+pub const INSPECT_HARDWARE_ACTION: &str =
+    "INSPECT_HARDWARE: drain the node, run the field diagnostics (DCGM level 3 / NVIDIA fieldiag) and ask NVIDIA support for a replacement";
+
+/// Adds to `verdict` the Xid codes of the GPU that came back after GPU
+/// resets or node reboots (`escalated`, from the `GpuXidRecurring` rule):
+/// each an unhealthy reason whose action is to inspect the hardware.
+pub fn with_escalations(mut verdict: Verdict, escalated: &[u64]) -> Verdict {
+    for code in escalated {
+        let name = super::catalog::lookup(*code)
+            .map(|info| format!(" ({})", info.mnemonic))
+            .unwrap_or_default();
+        verdict.reasons.push(Reason {
+            state: State::Unhealthy,
+            source: "xid",
+            text: format!("Xid {code}{name} keeps coming back after GPU resets or node reboots"),
+            action: INSPECT_HARDWARE_ACTION.to_string(),
+        });
+    }
+    verdict.reasons.sort_by_key(|r| std::cmp::Reverse(r.state));
+    verdict.state = verdict.reasons.first().map_or(State::Healthy, |r| r.state);
+    verdict
 }
 
 /// The verdict of `gpu` at `now`.
@@ -307,6 +334,23 @@ mod tests {
             reason: "gpu_lost".into(),
         };
         assert_eq!(verdict(&lost, now).state, State::Unhealthy);
+    }
+
+    #[test]
+    fn an_escalated_xid_makes_the_gpu_unhealthy_and_asks_for_inspection() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let v = with_escalations(verdict(&gpu(SlowReadings::default(), vec![]), now), &[79]);
+        assert_eq!(v.state, State::Unhealthy);
+        assert_eq!(v.reasons.len(), 1);
+        assert_eq!(v.reasons[0].source, "xid");
+        assert!(v.reasons[0].text.contains("Xid 79"), "{:?}", v.reasons);
+        assert!(v.reasons[0].action.starts_with("INSPECT_HARDWARE"));
+        let plain = verdict(&gpu(SlowReadings::default(), vec![]), now);
+        assert_eq!(
+            with_escalations(plain.clone(), &[]),
+            plain,
+            "nothing escalated, nothing changes"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub fn document(state: &HttpState) -> Value {
         "history": state.history.is_some(),
         "alerting": state.alerts.is_some(),
     });
+    let escalated = super::health_api::escalations(state);
     match snapshot {
         None => json!({
             "taken_at": null,
@@ -41,12 +42,16 @@ pub fn document(state: &HttpState) -> Value {
             "ready": ready,
             "not_ready_reason": not_ready_reason,
             "features": features,
-            "gpus": snapshot.gpus.iter().map(gpu).collect::<Vec<_>>(),
+            "gpus": snapshot
+                .gpus
+                .iter()
+                .map(|g| gpu(g, &escalated))
+                .collect::<Vec<_>>(),
         }),
     }
 }
 
-fn gpu(gpu: &GpuSnapshot) -> Value {
+fn gpu(gpu: &GpuSnapshot, escalated: &crate::health::escalation::Escalated) -> Value {
     let r = &gpu.readings;
     let h = &gpu.health;
     let (status, lost_reason) = match &gpu.status {
@@ -74,9 +79,9 @@ fn gpu(gpu: &GpuSnapshot) -> Value {
     let pods = serde_json::to_value(&*gpu.pods).unwrap_or(Value::Array(Vec::new()));
     // The verdict as /api/v1/health gives it, so the web view's Health
     // column reads the same reasons.
-    let health = serde_json::to_value(crate::health::verdict::verdict(
-        gpu,
-        std::time::SystemTime::now(),
+    let health = serde_json::to_value(crate::health::verdict::with_escalations(
+        crate::health::verdict::verdict(gpu, std::time::SystemTime::now()),
+        crate::health::escalation::for_gpu(escalated, gpu),
     ))
     .unwrap_or(Value::Null);
     json!({
@@ -112,7 +117,11 @@ fn gpu(gpu: &GpuSnapshot) -> Value {
 /// The snapshot's GPUs, for tests of this module.
 #[cfg(test)]
 fn gpus(snapshot: &crate::gpu::Snapshot) -> Vec<Value> {
-    snapshot.gpus.iter().map(gpu).collect()
+    snapshot
+        .gpus
+        .iter()
+        .map(|g| gpu(g, &Default::default()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@ use std::time::SystemTime;
 use serde_json::{json, Value};
 
 use crate::gpu::unix_seconds_f64;
-use crate::health::verdict::{verdict, State};
+use crate::health::escalation::{for_gpu, Escalated};
+use crate::health::verdict::{verdict, with_escalations, State};
 
 use super::HttpState;
 
@@ -20,11 +21,13 @@ pub fn document(state: &HttpState) -> Value {
     };
     let now = SystemTime::now();
     let missing = crate::rules::missing_from_driver(&snapshot);
+    let escalated = escalations(state);
+    let judge = |gpu| with_escalations(verdict(gpu, now), for_gpu(&escalated, gpu));
     let gpus: Vec<Value> = snapshot
         .gpus
         .iter()
         .map(|gpu| {
-            let v = verdict(gpu, now);
+            let v = judge(gpu);
             json!({
                 "gpu": gpu.index,
                 "uuid": gpu.uuid,
@@ -36,7 +39,7 @@ pub fn document(state: &HttpState) -> Value {
     let worst = snapshot
         .gpus
         .iter()
-        .map(|gpu| verdict(gpu, now).state)
+        .map(|gpu| judge(gpu).state)
         .chain((!missing.is_empty()).then_some(State::Unhealthy))
         .max()
         .unwrap_or(State::Healthy);
@@ -52,4 +55,13 @@ pub fn document(state: &HttpState) -> Value {
         },
         "gpus": gpus,
     })
+}
+
+/// The Xid escalations of the alert state (none without rules).
+pub fn escalations(state: &HttpState) -> Escalated {
+    state
+        .alerts
+        .as_ref()
+        .map(|alerts| alerts.borrow().xid_escalations())
+        .unwrap_or_default()
 }

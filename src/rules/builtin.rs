@@ -100,7 +100,7 @@ fn xid_recurring_rule() -> Rule {
     let mut rule = with_xid_catalog(Rule {
         keep_firing_for: Duration::from_secs(24 * 3600),
         ..rule(
-            "GpuXidRecurring",
+            XID_RECURRING,
             Condition::XidRecurring {
                 after: crate::health::settings::DEFAULT_XID_ESCALATE_AFTER,
             },
@@ -115,6 +115,9 @@ fn xid_recurring_rule() -> Rule {
     }
     rule
 }
+
+/// The name of the escalation rule, which the health verdict follows.
+pub const XID_RECURRING: &str = "GpuXidRecurring";
 
 /// The `action` of `GpuXidRecurring`: not one of the catalog's buckets.
 pub const INSPECT_HARDWARE: &str = "INSPECT_HARDWARE";

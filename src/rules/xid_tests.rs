@@ -312,3 +312,44 @@ fn xid_recurring_parses_and_the_rule_says_inspect_hardware() {
     );
     assert_eq!(rule.severity, Severity::Critical);
 }
+
+/// The health verdict follows `GpuXidRecurring`: its firing alerts (the
+/// value is the Xid code) and nothing else.
+#[test]
+fn the_verdict_reads_the_escalations_of_firing_recurring_alerts_only() {
+    let alert = |state: AlertState, value: f64| Alert {
+        state,
+        value: Some(value),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    };
+    let key = |rule: &str, gpu: &str| AlertKey {
+        rule: rule.to_string(),
+        target: Target::Gpu(gpu.to_string()),
+    };
+    let firing = AlertState::Firing {
+        since: at(60),
+        last_true: at(120),
+    };
+    let mut state = EvalState::default();
+    state
+        .alerts
+        .insert(key("GpuXidRecurring", "GPU-a"), alert(firing, 79.0));
+    state
+        .alerts
+        .insert(key("GpuXidFatal", "GPU-b"), alert(firing, 79.0));
+    state.alerts.insert(
+        key("GpuXidRecurring", "GPU-c"),
+        alert(AlertState::Pending { since: at(60) }, 48.0),
+    );
+    state.alerts.insert(
+        key("GpuXidRecurring", "GPU-d"),
+        alert(AlertState::Resolved { at: at(90) }, 48.0),
+    );
+    let escalated = state.xid_escalations();
+    assert_eq!(
+        escalated,
+        BTreeMap::from([("GPU-a".to_string(), vec![79])]),
+        "only the firing escalation"
+    );
+}
