@@ -112,6 +112,7 @@ fn gpm_figures_are_exact_per_gpu_and_absent_without_gpm() {
     let sample = &m.find("DCGM_FI_PROF_SM_ACTIVE", &gpu0)[0];
     assert!(sample.labels.contains_key("UUID") && sample.labels.contains_key("modelName"));
     assert!(!sample.labels.contains_key("GPU_I_ID"));
+    assert!(!sample.labels.contains_key("GPU_I_PROFILE"));
     // The start-up line names the GPUs with GPM (colours stripped).
     let log = agent.wait_for_log("gpus_without_gpm", LONG);
     let plain = strip_ansi(&log);
@@ -196,6 +197,18 @@ fn gpm_figures_are_exact_per_mig_instance_and_nvlink_link() {
     );
     assert_eq!(v("DCGM_FI_PROF_SM_ACTIVE", &dcgm_gi("2")), Some(0.2));
     assert_eq!(m.find("DCGM_FI_PROF_SM_ACTIVE", &[("gpu", "0")]).len(), 2);
+    // With the instance's profile, as dcgm-exporter labels it.
+    let profile = |id: &'static str, profile: &'static str| {
+        [("gpu", "0"), ("GPU_I_ID", id), ("GPU_I_PROFILE", profile)]
+    };
+    assert_eq!(
+        v("DCGM_FI_PROF_SM_ACTIVE", &profile("1", "3g.20gb")),
+        Some(0.8)
+    );
+    assert_eq!(
+        v("DCGM_FI_PROF_SM_ACTIVE", &profile("2", "2g.10gb")),
+        Some(0.2)
+    );
     assert_eq!(
         v("DCGM_FI_PROF_NVLINK_TX_BYTES", &[("gpu", "0")]),
         Some(2000.0 * MIB)

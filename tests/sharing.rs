@@ -171,6 +171,28 @@ fn sharing_modes_and_capacity_by_hand() {
         Some(20000.0 * MIB)
     );
     assert!(m.find("gpuwatch_mig_instances", &[("gpu", "0")]).is_empty());
+    // Each instance's profile, from its attributes (tests/scenarios/
+    // sharing.toml: 3g.40gb, 2g.20gb, 1g.10gb), in one info series; none
+    // for GPUs without MIG.
+    let info = m.find("gpuwatch_mig_instance_info", &[]);
+    let profiles: Vec<(&str, &str, &str, &str)> = info
+        .iter()
+        .map(|s| {
+            let l = |k: &str| s.labels.get(k).map_or("", String::as_str);
+            (l("gpu"), l("gpu_instance"), l("profile"), l("mig_uuid"))
+        })
+        .collect();
+    let uuid = |gi| format!("MIG-53333333-3333-4333-8333-333333333333-{gi}");
+    let (u1, u2, u3) = (uuid(1), uuid(2), uuid(3));
+    assert_eq!(
+        profiles,
+        [
+            ("3", "1", "3g.40gb", u1.as_str()),
+            ("3", "2", "2g.20gb", u2.as_str()),
+            ("3", "3", "1g.10gb", u3.as_str()),
+        ]
+    );
+    assert!(info.iter().all(|s| s.value == 1.0));
 
     // Capacity, margin 1 GiB = 1024 MiB.
     // infer (6 GiB = 6144 MiB):

@@ -149,6 +149,7 @@ fn mig_instances_count_one_by_one() {
         uuid: format!("MIG-{id}"),
         memory_total_bytes: total,
         memory_used_bytes: used,
+        profile: None,
     };
     // 3g.40gb with 10 GiB used: (40 − 10 − 0.5) / 8 = 3.69 → 3;
     // 1g.10gb empty: (10 − 0.5) / 8 = 1.19 → 1; 1g.10gb with 4 GiB used:

@@ -47,6 +47,7 @@ families! {
     mig_instances: gauge("mig_instances", "MIG GPU instances on the GPU (while MIG is on).", None),
     mig_memory_total: gauge("mig_instance_memory_total", "Memory of a MIG GPU instance.", unit("bytes")),
     mig_memory_used: gauge("mig_instance_memory_used", "Memory in use in a MIG GPU instance.", unit("bytes")),
+    mig_info: gauge("mig_instance_info", "A MIG GPU instance (value 1): its profile (\"1g.10gb\", empty when NVML cannot tell) and MIG device UUID; join on gpu_instance.", None),
     capacity_fits: gauge("gpu_capacity_fits", "How many more instances of a workload profile fit on the GPU now (free memory minus the margin, compute mode, MIG instances, SM share).", None),
     node_capacity_fits: gauge("node_capacity_fits", "How many more instances of a workload profile fit on the node now (sum over its GPUs).", None),
 }
@@ -152,7 +153,11 @@ impl<'a> Families<'a> {
                 self.mig_memory_total
                     .push(labels.clone(), m.memory_total_bytes as f64);
                 self.mig_memory_used
-                    .push(labels, m.memory_used_bytes as f64);
+                    .push(labels.clone(), m.memory_used_bytes as f64);
+                let mut info = labels;
+                info.push(("profile", Cow::Borrowed(m.profile.as_deref().unwrap_or(""))));
+                info.push(("mig_uuid", Cow::Borrowed(m.uuid.as_str())));
+                self.mig_info.push(info, 1.0);
             }
         }
     }
@@ -227,4 +232,64 @@ fn info_labels<'a>(mut labels: Labels<'a>, p: &'a GpuProcess) -> Labels<'a> {
         Cow::Borrowed(if p.mps_client { "true" } else { "false" }),
     ));
     labels
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use prometheus_client::collector::Collector;
+    use prometheus_client::registry::Registry;
+
+    use super::*;
+    use crate::gpu::{testing, MigInstance, SlowReadings};
+
+    #[derive(Debug)]
+    struct Body(Snapshot);
+
+    impl Collector for Body {
+        fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+            encode(&self.0, &ProcessExport::default(), &mut encoder)
+        }
+    }
+
+    fn exposition(gpus: Vec<GpuSnapshot>) -> String {
+        let mut registry = Registry::with_prefix("gpuwatch");
+        registry.register_collector(Box::new(Body(testing::snapshot(SystemTime::now(), gpus))));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        text
+    }
+
+    #[test]
+    fn mig_info_names_the_profile_and_leaves_it_empty_when_unknown() {
+        let instance = |id: u32, profile: Option<&str>| MigInstance {
+            gpu_instance_id: id,
+            uuid: format!("MIG-{id}"),
+            profile: profile.map(str::to_string),
+            memory_total_bytes: 10 << 30,
+            memory_used_bytes: 0,
+        };
+        let mig = GpuSnapshot {
+            health: Arc::new(SlowReadings {
+                mig_enabled: Some(true),
+                ..SlowReadings::default()
+            }),
+            mig_instances: Arc::new(vec![instance(1, Some("1g.10gb")), instance(2, None)]),
+            ..testing::gpu(0)
+        };
+        let text = exposition(vec![mig, testing::gpu(1)]);
+        let info: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("gpuwatch_mig_instance_info{"))
+            .collect();
+        assert_eq!(
+            info,
+            [
+                "gpuwatch_mig_instance_info{gpu=\"0\",uuid=\"GPU-0\",gpu_instance=\"1\",profile=\"1g.10gb\",mig_uuid=\"MIG-1\"} 1.0",
+                "gpuwatch_mig_instance_info{gpu=\"0\",uuid=\"GPU-0\",gpu_instance=\"2\",profile=\"\",mig_uuid=\"MIG-2\"} 1.0",
+            ]
+        );
+    }
 }

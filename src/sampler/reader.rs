@@ -247,7 +247,7 @@ impl<'d> NodeReader<'d> {
                 }
                 slot.mig_instances = if slot.health.mig_enabled == Some(true) {
                     slot.device
-                        .read_mig_instances(&mut self.tally)
+                        .read_mig_instances(&slot.mig_instances, &mut self.tally)
                         .map(Arc::new)
                         .unwrap_or_default()
                 } else {

@@ -79,6 +79,7 @@ nvml_functions!(
     nvmlDeviceGetMigDeviceHandleByIndex,
     nvmlDeviceGetGpuInstanceId,
     nvmlDeviceIsMigDeviceHandle,
+    nvmlDeviceGetAttributes_v2,
     nvmlDeviceGetViolationStatus,
     nvmlDeviceGetSupportedEventTypes,
     nvmlEventSetCreate,

@@ -15,6 +15,7 @@ mod ecc;
 mod events;
 mod gpm;
 mod kmsg;
+mod mig_attributes;
 mod nvlink;
 mod out;
 mod processes;

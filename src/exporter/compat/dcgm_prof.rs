@@ -5,8 +5,8 @@
 //! NVLink in bytes per second. HELP texts are those of its
 //! `etc/dcp-metrics-included.csv`. On a GPU with MIG instances the activity
 //! fields are per instance (labels `GPU_I_ID`, as DCGM reports profiling
-//! fields of MIG GPUs per GPU instance; `GPU_I_PROFILE` is left out: NVML's
-//! MIG device handle does not name it); PCIe and NVLink stay per GPU.
+//! fields of MIG GPUs per GPU instance, and `GPU_I_PROFILE`, e.g. "1g.10gb",
+//! empty when NVML cannot tell); PCIe and NVLink stay per GPU.
 //!
 //! `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` is what DCGM publishes for field 449:
 //! despite the `counter` in dcgm-exporter's CSV, the NVLink throughput (TX +
@@ -112,8 +112,15 @@ pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Resu
         let id = || labels(snapshot, gpu);
         let instances = &gpu.gpm.instances;
         for instance in instances {
+            let profile = gpu
+                .mig_instances
+                .iter()
+                .find(|m| m.gpu_instance_id == instance.gpu_instance_id)
+                .and_then(|m| m.profile.as_deref())
+                .unwrap_or("");
             let with_instance = || -> Labels {
                 let mut l = id();
+                l.push(("GPU_I_PROFILE", Cow::Borrowed(profile)));
                 l.push(("GPU_I_ID", Cow::Owned(instance.gpu_instance_id.to_string())));
                 l
             };

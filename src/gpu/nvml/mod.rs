@@ -22,6 +22,7 @@ pub mod fields;
 mod gpm;
 mod gpm_ffi;
 mod links;
+mod mig_profile;
 mod processes;
 mod slow;
 pub mod tally;

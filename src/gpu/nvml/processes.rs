@@ -64,8 +64,13 @@ impl GpuDevice<'_> {
     }
 
     /// The MIG GPU instances of this GPU (call only while MIG is on): one
-    /// entry per MIG device, with its memory.
-    pub fn read_mig_instances(&self, tally: &mut Tally) -> Option<Vec<MigInstance>> {
+    /// entry per MIG device, with its memory and profile (the profile of a
+    /// device `known` already lists by UUID is kept, not read again).
+    pub fn read_mig_instances(
+        &self,
+        known: &[MigInstance],
+        tally: &mut Tally,
+    ) -> Option<Vec<MigInstance>> {
         let d = &self.device;
         let group = FieldGroup::Device;
         let count = tally.call(group, "nvmlDeviceGetMaxMigDeviceCount", || {
@@ -85,10 +90,14 @@ impl GpuDevice<'_> {
             let id = tally.call(group, "nvmlDeviceGetGpuInstanceId", || {
                 gpu_instance_id(&mig)
             });
-            let uuid = tally.call(group, "nvmlDeviceGetUUID", || mig.uuid());
+            let uuid = tally
+                .call(group, "nvmlDeviceGetUUID", || mig.uuid())
+                .unwrap_or_default();
+            let profile = super::mig_profile::read_profile(&mig, &uuid, known, tally);
             out.push(MigInstance {
                 gpu_instance_id: id.unwrap_or(i),
-                uuid: uuid.unwrap_or_default(),
+                uuid,
+                profile,
                 memory_total_bytes: memory.total,
                 memory_used_bytes: memory.used,
             });

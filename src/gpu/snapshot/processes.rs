@@ -103,6 +103,9 @@ pub struct MigInstance {
     pub gpu_instance_id: u32,
     /// The MIG device's UUID (`MIG-...`).
     pub uuid: String,
+    /// Profile name as nvidia-smi and dcgm-exporter write it ("1g.10gb"),
+    /// from the MIG device's attributes; `None` when NVML cannot tell.
+    pub profile: Option<String>,
     /// Memory of the instance, bytes.
     pub memory_total_bytes: u64,
     /// Memory in use, bytes.

@@ -66,6 +66,7 @@ fn gpu(index: u32, processes: Vec<GpuProcess>, mig: &[(u32, &str)]) -> GpuSnapsh
                     uuid: uuid.to_string(),
                     memory_total_bytes: 10 << 30,
                     memory_used_bytes: 0,
+                    profile: None,
                 })
                 .collect(),
         ),
