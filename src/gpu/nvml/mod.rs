@@ -23,6 +23,7 @@ mod gpm;
 mod gpm_ffi;
 mod links;
 mod processes;
+mod scoped_fields;
 mod slow;
 pub mod tally;
 mod xid;
