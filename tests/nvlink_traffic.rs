@@ -2,8 +2,9 @@
 //! counters (NVML fields 138/139) exported as
 //! `gpuwatch_nvlink_data_bytes_total`, on `tests/scenarios/nvlink-pre-hopper.toml`
 //! with time frozen: exact on the A100, absent on the H100 (GPM gives its
-//! NVLink figures) and on the A100 whose fields answer NOT_SUPPORTED; and
-//! what reading them costs the slow tier, counted by the simulator.
+//! NVLink figures), on the A100 whose fields answer NOT_SUPPORTED and on the
+//! PCIe A100 without NVLink (with dcgm's NVLink totals); and what reading
+//! them costs the slow tier, counted by the simulator.
 
 mod common;
 
@@ -27,7 +28,7 @@ fn link_data_counters_are_exported_where_gpm_is_not() {
     let scenario = fixture(SCENARIO);
     let agent = Agent::start(
         scenario.to_str().expect("utf-8 path"),
-        &["--no-history"],
+        &["--no-history", "--metrics-compat", "dcgm"],
         &[("GPUWATCH_SIM_TIME", "10")],
     );
     let m = agent.wait_for("a slow tick", Duration::from_secs(20), |m| {
@@ -55,6 +56,26 @@ fn link_data_counters_are_exported_where_gpm_is_not() {
     // links are reported.
     assert!(m.find(FAMILY, &[("gpu", "2")]).is_empty());
     assert_eq!(m.find("gpuwatch_nvlink_up", &[("gpu", "2")]).len(), 4);
+    assert_eq!(
+        m.value(
+            "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+            &[("gpu", "0")]
+        ),
+        Some(0.0)
+    );
+    // GPU 3 (no NVLink): no link family at all, dcgm's totals included.
+    for family in [
+        FAMILY,
+        "gpuwatch_nvlink_up",
+        "gpuwatch_nvlink_errors_total",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    ] {
+        assert!(m.find(family, &[("gpu", "3")]).is_empty(), "{family}");
+    }
+    assert_eq!(m.value("gpuwatch_gpu_up", &[("gpu", "3")]), Some(1.0));
 }
 
 /// Calls of `nvmlDeviceGetFieldValues` so far, counted by the simulator.
@@ -84,7 +105,8 @@ impl FieldCalls {
 
 /// The counters ride in the slow tier's recovery-action batch: the A100
 /// that reads them makes as many field-value calls per slow tick as the
-/// H100 that does not (pcie replays, ECC, links: 3 each), and the snapshot
+/// H100 that does not and the A100 without NVLink (pcie replays, ECC,
+/// recovery action and links: 3 each), and the snapshot
 /// holds the exact counters.
 #[test]
 fn link_counters_cost_no_extra_call() {
@@ -101,11 +123,13 @@ fn link_counters_cost_no_extra_call() {
     let before = calls.now();
     let snapshot = reader.tick(Tiers::ALL, None);
     let slow = calls.now() - before - fast;
-    assert_eq!(slow, 3 * 3, "field-value calls of the slow tier, 3 GPUs");
+    assert_eq!(slow, 4 * 3, "field-value calls of the slow tier, 4 GPUs");
     let traffic = &snapshot.gpus[0].health.nvlink_traffic;
     assert_eq!(traffic.len(), 4);
-    assert!(traffic.iter().all(|t| t.tx_bytes == Some(10 * 100 * 1024 * 1024)
-        && t.rx_bytes == Some(10 * 300 * 1024 * 1024)));
+    assert!(traffic
+        .iter()
+        .all(|t| t.tx_bytes == Some(10 * 100 * 1024 * 1024)
+            && t.rx_bytes == Some(10 * 300 * 1024 * 1024)));
     assert!(snapshot.gpus[1].health.nvlink_traffic.is_empty());
     assert!(snapshot.gpus[2].health.nvlink_traffic.is_empty());
 }

@@ -145,6 +145,9 @@ fn data_fields_false_answers_not_supported_but_keeps_the_links() {
     spec = spec.replacen("[gpu.nvlink]", "[gpu.nvlink]\ndata_fields = false", 1);
     let e = Engine::new(Scenario::parse(&spec, "health").expect("valid"));
     assert_eq!(e.field(0, 138, 0, 10.0), Err(Unavailable::NotSupported));
-    assert_eq!(e.field(0, 139, u32::MAX, 10.0), Err(Unavailable::NotSupported));
+    assert_eq!(
+        e.field(0, 139, u32::MAX, 10.0),
+        Err(Unavailable::NotSupported)
+    );
     assert_eq!(e.gpu(0).expect("gpu 0").nvlink_active(0, 10.0), Ok(true));
 }

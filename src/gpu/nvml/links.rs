@@ -77,7 +77,11 @@ impl GpuDevice<'_> {
             .get(id::RECOVERY_ACTION, 0)
             .and_then(|v| recovery_action_name(v as u64));
         // KiB counters (integral values held in an f64 up to 2^53 KiB = 8 EiB).
-        let bytes = |field, link| values.get(field, link).map(|kib| (kib as u64).saturating_mul(1024));
+        let bytes = |field, link| {
+            values
+                .get(field, link)
+                .map(|kib| (kib as u64).saturating_mul(1024))
+        };
         let traffic = traffic_links
             .iter()
             .map(|&link| NvLinkTraffic {
@@ -111,7 +115,10 @@ fn batch(links: &[u32]) -> Vec<Scoped> {
     }];
     for &link in links {
         for field in [id::NVLINK_DATA_TX, id::NVLINK_DATA_RX] {
-            fields.push(Scoped { id: field, scope: link });
+            fields.push(Scoped {
+                id: field,
+                scope: link,
+            });
         }
     }
     fields
