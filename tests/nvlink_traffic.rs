@@ -123,6 +123,7 @@ fn link_counters_cost_no_extra_call() {
     let before = calls.now();
     let snapshot = reader.tick(Tiers::ALL, None);
     let slow = calls.now() - before - fast;
+    assert_eq!(fast, 4, "the fast tier's one batch per GPU is untouched");
     assert_eq!(slow, 4 * 3, "field-value calls of the slow tier, 4 GPUs");
     let traffic = &snapshot.gpus[0].health.nvlink_traffic;
     assert_eq!(traffic.len(), 4);
