@@ -71,6 +71,7 @@ families! {
     xid_last: gauge("xid_last_seen_timestamp", "When an Xid code was last reported.", unit("seconds")),
     nvlink_up: gauge("nvlink_up", "Whether an NVLink link is active (1) or down (0), by link; absent without NVLink.", None),
     nvlink_errors: counter("nvlink_errors", "NVLink errors since the driver loaded, by link and type (replay, recovery, crc_flit, crc_data).", None),
+    nvlink_data: counter("nvlink_data", "Data sent (direction tx) or received (rx) on an NVLink link since the driver loaded (NVML fields 138/139); only on GPUs without GPM NVLink figures.", unit("bytes")),
     gpu_health: gauge("gpu_health", "The GPU's health verdict: one series per state (healthy, degraded, unhealthy), the current one at 1; reasons in /api/v1/health.", None),
     recovery_action: gauge("recovery_action", "What the driver says the GPU needs (NVML field 230): one series at 1, action none, gpu_reset, node_reboot, drain_p2p or drain_and_reset; absent when unsupported.", None),
     encoder: gauge("encoder_utilization", "Video encoder utilization.", unit("ratio")),
@@ -135,6 +136,15 @@ impl<'a> Families<'a> {
             for (kind, count) in &link.errors {
                 self.nvlink_errors
                     .push(with(labels.clone(), "type", *kind), *count as f64);
+            }
+        }
+        for traffic in &gpu.health.nvlink_traffic {
+            let labels = with(id(), "link", traffic.link.to_string());
+            for (direction, bytes) in [("tx", traffic.tx_bytes), ("rx", traffic.rx_bytes)] {
+                if let Some(bytes) = bytes {
+                    self.nvlink_data
+                        .push(with(labels.clone(), "direction", direction), bytes as f64);
+                }
             }
         }
         if let Some(action) = links.recovery_action {

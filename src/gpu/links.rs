@@ -17,6 +17,19 @@ pub struct LinkHealth {
     pub recovery_action: Option<&'static str>,
 }
 
+/// The cumulative NVLink data counters of one link (NVML fields 138/139,
+/// KiB in NVML, bytes here), for `rate()` where GPM has no NVLink figures.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NvLinkTraffic {
+    /// Link number, as in [`NvLinkState::link`].
+    pub link: u32,
+    /// Bytes sent since the driver loaded; `None` when the field answers
+    /// an error (unsupported).
+    pub tx_bytes: Option<u64>,
+    /// Bytes received since the driver loaded; `None` likewise.
+    pub rx_bytes: Option<u64>,
+}
+
 /// One NVLink link.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NvLinkState {

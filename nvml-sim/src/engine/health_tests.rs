@@ -138,3 +138,16 @@ fn kernel_log_puts_past_lines_first_and_identity_lines_before_each_gpus_first_xi
         .count();
     assert_eq!(identities, 4);
 }
+
+#[test]
+fn data_fields_false_answers_not_supported_but_keeps_the_links() {
+    let mut spec = builtin::get("health").expect("health").to_string();
+    spec = spec.replacen("[gpu.nvlink]", "[gpu.nvlink]\ndata_fields = false", 1);
+    let e = Engine::new(Scenario::parse(&spec, "health").expect("valid"));
+    assert_eq!(e.field(0, 138, 0, 10.0), Err(Unavailable::NotSupported));
+    assert_eq!(
+        e.field(0, 139, u32::MAX, 10.0),
+        Err(Unavailable::NotSupported)
+    );
+    assert_eq!(e.gpu(0).expect("gpu 0").nvlink_active(0, 10.0), Ok(true));
+}

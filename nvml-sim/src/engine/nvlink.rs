@@ -20,6 +20,8 @@ pub struct NvLinkSim {
     switches: u32,
     tx: Option<Signal>,
     rx: Option<Signal>,
+    /// Whether fields 138/139 answer (`data_fields`).
+    data_fields: bool,
     /// (link or every link, counter, errors per second).
     errors: Vec<(Option<u32>, NvLinkCounter, Signal)>,
     /// (link, fault window) from `nvlink_down` faults.
@@ -42,6 +44,7 @@ impl NvLinkSim {
             switches: spec.switches.max(1),
             tx: signal("nvlink.tx", &spec.tx_mib_s),
             rx: signal("nvlink.rx", &spec.rx_mib_s),
+            data_fields: spec.data_fields,
             errors: spec
                 .errors
                 .iter()
@@ -64,6 +67,11 @@ impl NvLinkSim {
                 .collect(),
             counters: Integrator::new(vec![0.0; links as usize * PER_LINK]),
         }
+    }
+
+    /// Whether the data counters (fields 138/139) answer.
+    pub fn has_data_fields(&self) -> bool {
+        self.data_fields
     }
 
     /// Number of links.

@@ -25,6 +25,9 @@ pub struct NvLinkSpec {
     pub tx_mib_s: Option<Spanned<TimelineSpec>>,
     /// Data received per active link, MiB/s (GPM NVLINK_Ln_RX, field 139). Default 0.
     pub rx_mib_s: Option<Spanned<TimelineSpec>>,
+    /// Whether fields 138/139 (the NVLink data counters) answer; `false`:
+    /// NOT_SUPPORTED, as on drivers or boards without them. Default true.
+    pub data_fields: bool,
     /// `[[gpu.nvlink.errors]]`: error counters that grow at a rate.
     pub errors: Vec<NvLinkErrorSpec>,
 }
@@ -38,6 +41,7 @@ impl Default for NvLinkSpec {
             switches: 4,
             tx_mib_s: None,
             rx_mib_s: None,
+            data_fields: true,
             errors: Vec::new(),
         }
     }

@@ -38,6 +38,10 @@ pub(super) mod id {
     pub const TOTAL_ENERGY: u32 = 83;
     /// NVML_FI_DEV_PCIE_REPLAY_COUNTER: PCIe replays.
     pub const PCIE_REPLAY: u32 = 94;
+    /// NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: KiB sent on the link `scopeId`.
+    pub const NVLINK_DATA_TX: u32 = 138;
+    /// NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: KiB received on the link `scopeId`.
+    pub const NVLINK_DATA_RX: u32 = 139;
     /// NVML_FI_DEV_REMAPPED_COR: rows remapped for correctable errors.
     pub const REMAPPED_COR: u32 = 142;
     /// NVML_FI_DEV_REMAPPED_UNC: rows remapped for uncorrectable errors.

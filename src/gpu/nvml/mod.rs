@@ -24,6 +24,7 @@ mod gpm_ffi;
 mod links;
 mod mig_profile;
 mod processes;
+mod scoped_fields;
 mod slow;
 pub mod tally;
 mod xid;

@@ -122,7 +122,7 @@ impl GpuDevice<'_> {
                 .map(|m| m.current == 1),
             ..SlowReadings::default()
         };
-        s.links = self.read_links(tally);
+        (s.links, s.nvlink_traffic) = self.read_links(tally);
         s.fabric = self.read_fabric(tally);
         s.pcie_replay_errors = self
             .field_values(FieldGroup::Pcie, &[id::PCIE_REPLAY], tally)

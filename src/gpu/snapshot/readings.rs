@@ -131,6 +131,10 @@ pub struct SlowReadings {
     pub links: crate::gpu::links::LinkHealth,
     /// NVLink fabric registration; `None` without a fabric.
     pub fabric: Option<crate::gpu::fabric::FabricReading>,
+    /// Data each NVLink link carried (fields 138/139), on GPUs whose NVLink
+    /// traffic GPM does not give (pre-Hopper, or GPM not read); empty
+    /// elsewhere and without NVLink.
+    pub nvlink_traffic: Vec<crate::gpu::links::NvLinkTraffic>,
 }
 
 /// ECC error counts.

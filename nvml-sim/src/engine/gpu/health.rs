@@ -149,6 +149,9 @@ impl GpuSim {
     /// when `scope` is `u32::MAX` (fields 138/139).
     pub fn nvlink_data_kib(&self, scope: u32, tx: bool, t: f64) -> Result<u64, Unavailable> {
         let sim = self.nvlink_sim(t)?;
+        if !sim.has_data_fields() {
+            return Err(Unavailable::NotSupported);
+        }
         if scope == u32::MAX {
             return Ok((0..sim.links()).map(|l| sim.data_kib(l, tx, t)).sum());
         }
