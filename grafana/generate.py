@@ -556,6 +556,13 @@ def detail():
     L.add(timeseries("Xid errors by code", targets(
         ("sum by (xid) (increase(gpuwatch_xid_errors_total%s[$__rate_interval]))" % s(), "Xid {{xid}}")), "short",
         "Xid errors per interval, by code.", mn=0), 8, 8)
+    L.add(table("Xid: what to do", targets(("gpuwatch_xid_errors_total%s * on(instance, gpu, uuid, xid) "
+                                             "group_left(mnemonic, action) gpuwatch_xid_info%s" % (s(), s()), ""),
+                                            instant=True, table=True),
+                "short", {"xid": ("Xid", None), "mnemonic": ("Mnemonic", None), "action": ("Do first", None),
+                          "Value": ("Count", None)},
+                "Each Xid counted on the GPU with NVIDIA's mnemonic and the action to take first (the Xid catalog).",
+                exclude=("Time", "job", "__name__", "instance", "uuid")), 8, 8)
     L.add(timeseries("NVLink errors", targets(
         ("sum by (type) (rate(gpuwatch_nvlink_errors_total%s[$__rate_interval]))" % s(), "{{type}}")), "short",
         "NVLink errors per second over all links, by type (replay, recovery, crc_flit, crc_data).", mn=0), 8, 8)

@@ -69,6 +69,7 @@ families! {
     remap_failure: gauge("remapped_rows_failure", "Whether a row remap has failed (1) or not (0).", None),
     xid: counter("xid_errors", "Xid critical errors reported by the driver since the agent started, by Xid code.", None),
     xid_last: gauge("xid_last_seen_timestamp", "When an Xid code was last reported.", unit("seconds")),
+    xid_info: gauge("xid_info", "What NVIDIA's Xid catalog says of each Xid code counted on the GPU (value 1): its mnemonic and the action to take first; join on gpu, uuid and xid.", None),
     nvlink_up: gauge("nvlink_up", "Whether an NVLink link is active (1) or down (0), by link; absent without NVLink.", None),
     nvlink_errors: counter("nvlink_errors", "NVLink errors since the driver loaded, by link and type (replay, recovery, crc_flit, crc_data).", None),
     nvlink_data: counter("nvlink_data", "Data sent (direction tx) or received (rx) on an NVLink link since the driver loaded (NVML fields 138/139); only on GPUs without GPM NVLink figures.", unit("bytes")),
@@ -111,7 +112,13 @@ impl<'a> Families<'a> {
         for xid in gpu.xid_errors.iter() {
             let labels = with(id(), "xid", xid.code.to_string());
             self.xid.push(labels.clone(), xid.count as f64);
-            self.xid_last.push(labels, unix_seconds_f64(xid.last_seen));
+            self.xid_last
+                .push(labels.clone(), unix_seconds_f64(xid.last_seen));
+            if let Some(info) = crate::health::catalog::lookup(xid.code) {
+                let labels = with(labels, "mnemonic", info.mnemonic);
+                self.xid_info
+                    .push(with(labels, "action", info.action.as_str()), 1.0);
+            }
         }
         self.add_links(gpu);
         let state = crate::health::verdict::with_escalations(
