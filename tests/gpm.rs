@@ -8,7 +8,6 @@ mod common;
 use std::time::Duration;
 
 use common::{fixture, Agent, Metrics};
-use gpuwatch::gpu::nvml::Driver;
 use gpuwatch::sampler::procnames::ProcessNames;
 use gpuwatch::sampler::reader::{NodeReader, Tiers};
 
@@ -240,13 +239,7 @@ fn gpm_figures_are_exact_per_mig_instance_and_nvlink_link() {
 /// the second computes them from the pair. In process, on the simulator.
 #[test]
 fn the_first_tick_has_no_gpm_figures_and_the_second_has() {
-    std::env::set_var("GPUWATCH_SIM_TIME", "10");
-    std::env::set_var(
-        nvml_sim::ENV_SCENARIO,
-        fixture("scenarios/golden-full.toml"),
-    );
-    let library = gpuwatch::sim::locate_library().expect("the simulator library is built");
-    let driver = Driver::open(Some(&library)).expect("open the simulator");
+    let (_library, driver) = common::frozen_simulator("scenarios/golden-full.toml");
     let mut reader = NodeReader::new(&driver, "test".into(), ProcessNames::new(None));
     let first = reader.tick(Tiers::ALL, None);
     let gpu0 = &first.gpus[0].gpm;

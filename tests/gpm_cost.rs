@@ -4,8 +4,6 @@
 
 mod common;
 
-use common::fixture;
-use gpuwatch::gpu::nvml::Driver;
 use gpuwatch::sampler::procnames::ProcessNames;
 use gpuwatch::sampler::reader::{NodeReader, Tiers};
 
@@ -64,13 +62,7 @@ fn since(before: [u64; 6], after: [u64; 6]) -> [u64; 6] {
 /// the ids the driver answered on the first one. The figures stay exact.
 #[test]
 fn steady_gpm_ticks_reuse_buffers_and_ask_only_answered_metrics() {
-    std::env::set_var("GPUWATCH_SIM_TIME", "10");
-    std::env::set_var(
-        nvml_sim::ENV_SCENARIO,
-        fixture("scenarios/golden-full.toml"),
-    );
-    let library = gpuwatch::sim::locate_library().expect("the simulator library is built");
-    let driver = Driver::open(Some(&library)).expect("open the simulator");
+    let (library, driver) = common::frozen_simulator("scenarios/golden-full.toml");
     let counters = SimCounters::open(&library);
     let mut reader = NodeReader::new(&driver, "test".into(), ProcessNames::new(None));
     reader.tick(Tiers::ALL, None);

@@ -4,34 +4,17 @@
 
 mod common;
 
-use common::fixture;
-use gpuwatch::gpu::nvml::Driver;
 use gpuwatch::sampler::procnames::ProcessNames;
 use gpuwatch::sampler::reader::{NodeReader, Tiers};
 
 /// How often the simulator answered `nvmlDeviceGetAttributes_v2`.
 fn attribute_calls(library: &std::path::Path) -> u64 {
-    // SAFETY: the simulator exports nvmlSimCallCount with this signature;
-    // loading the library again returns the loaded instance, and the name
-    // is NUL-terminated.
-    unsafe {
-        let lib = libloading::Library::new(library).expect("load the simulator library");
-        let calls = *lib
-            .get::<unsafe extern "C" fn(*const std::ffi::c_char) -> u64>(b"nvmlSimCallCount\0")
-            .expect("nvmlSimCallCount is exported");
-        calls(c"nvmlDeviceGetAttributes_v2".as_ptr())
-    }
+    common::sim_calls(library, c"nvmlDeviceGetAttributes_v2")
 }
 
 #[test]
 fn mig_instances_carry_their_profile_read_once_per_device() {
-    std::env::set_var("GPUWATCH_SIM_TIME", "10");
-    std::env::set_var(
-        nvml_sim::ENV_SCENARIO,
-        fixture("scenarios/golden-full.toml"),
-    );
-    let library = gpuwatch::sim::locate_library().expect("the simulator library is built");
-    let driver = Driver::open(Some(&library)).expect("open the simulator");
+    let (library, driver) = common::frozen_simulator("scenarios/golden-full.toml");
     let mut reader = NodeReader::new(&driver, "test".into(), ProcessNames::new(None));
     let first = reader.tick(Tiers::ALL, None);
 

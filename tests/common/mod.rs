@@ -66,6 +66,32 @@ pub struct Agent {
     _data: tempfile::TempDir,
 }
 
+/// Opens the simulator in this process on the fixture `scenario` with its
+/// clock frozen at 10 s, for tests that drive a `NodeReader` themselves:
+/// the library's path and the driver.
+pub fn frozen_simulator(scenario: &str) -> (PathBuf, gpuwatch::gpu::nvml::Driver) {
+    std::env::set_var("GPUWATCH_SIM_TIME", "10");
+    std::env::set_var(gpuwatch::sim::ENV_SCENARIO, fixture(scenario));
+    let library = gpuwatch::sim::locate_library().expect("the simulator library is built");
+    let driver = gpuwatch::gpu::nvml::Driver::open(Some(&library)).expect("open the simulator");
+    (library, driver)
+}
+
+/// How often the in-process simulator at `library` answered `function`
+/// (its `nvmlSimCallCount`).
+pub fn sim_calls(library: &Path, function: &std::ffi::CStr) -> u64 {
+    // SAFETY: the simulator exports nvmlSimCallCount with this signature;
+    // loading the library again returns the loaded instance; the name is
+    // NUL-terminated.
+    unsafe {
+        let lib = libloading::Library::new(library).expect("load the simulator library");
+        let calls = *lib
+            .get::<unsafe extern "C" fn(*const std::ffi::c_char) -> u64>(b"nvmlSimCallCount\0")
+            .expect("nvmlSimCallCount is exported");
+        calls(function.as_ptr())
+    }
+}
+
 impl Agent {
     /// Starts `gpuwatch run --simulate SCENARIO --listen 127.0.0.1:0` with
     /// extra arguments and environment, and waits until it listens.
