@@ -86,10 +86,12 @@ mod tests {
     use super::*;
     use std::ffi::CString;
 
-    fn check(source: &str) -> (c_int, String) {
+    /// Checks `source` from `origin` with a message buffer of `len` bytes
+    /// (filled with 1s first); returns the code and the buffer.
+    fn check_into(source: &str, origin: &str, len: usize) -> (c_int, Vec<c_char>) {
         let source = CString::new(source).expect("no NUL");
-        let origin = CString::new("broken.toml").expect("no NUL");
-        let mut buf = vec![0 as c_char; 512];
+        let origin = CString::new(origin).expect("no NUL");
+        let mut buf = vec![1 as c_char; len];
         let rc = unsafe {
             nvmlSimCheckScenario(
                 source.as_ptr(),
@@ -98,6 +100,11 @@ mod tests {
                 buf.len(),
             )
         };
+        (rc, buf)
+    }
+
+    fn check(source: &str) -> (c_int, String) {
+        let (rc, buf) = check_into(source, "broken.toml", 512);
         let text = unsafe { CStr::from_ptr(buf.as_ptr()) };
         (rc, text.to_string_lossy().into_owned())
     }
@@ -118,17 +125,7 @@ mod tests {
 
     #[test]
     fn a_long_message_is_truncated_not_overrun() {
-        let source = CString::new("[[gpu]]\nname = 1\n").expect("no NUL");
-        let origin = CString::new("x".repeat(100)).expect("no NUL");
-        let mut buf = vec![1 as c_char; 16];
-        let rc = unsafe {
-            nvmlSimCheckScenario(
-                source.as_ptr(),
-                origin.as_ptr(),
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
+        let (rc, buf) = check_into("[[gpu]]\nname = 1\n", &"x".repeat(100), 16);
         assert_eq!(rc, SIM_CHECK_INVALID);
         assert_eq!(buf[15], 0, "NUL-terminated inside the buffer");
     }
