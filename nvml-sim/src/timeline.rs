@@ -304,20 +304,38 @@ impl Signal {
 }
 
 /// What a random walk remembers: a checkpoint every `WALK_CHECKPOINT`
-/// steps (for going back in time) and the last step computed (so a clock
-/// that moves forward costs only the new steps).
+/// steps (for going back in time), the last step computed (so a clock
+/// that moves forward costs only the new steps) and the values of the
+/// `WALK_RECENT` steps up to it. Callers a few steps behind the newest one
+/// (the GPM integrator sums whole seconds just behind the fast tier's
+/// "now") read those instead of walking again from a checkpoint: up to
+/// `WALK_CHECKPOINT` steps per read.
 #[derive(Debug)]
 pub struct WalkCache {
     checkpoints: Vec<f64>,
     last: (u64, f64),
+    /// `recent[s % WALK_RECENT]` is the value at step `s`, for the steps in
+    /// `recent_from..=last.0` (at most `WALK_RECENT` of them).
+    recent: [f64; WALK_RECENT as usize],
+    recent_from: u64,
 }
+
+/// How many of the newest walk steps a [`WalkCache`] keeps.
+const WALK_RECENT: u64 = 8;
 
 impl WalkCache {
     fn new(start: f64) -> Self {
         WalkCache {
             checkpoints: vec![start],
             last: (0, start),
+            recent: [start; WALK_RECENT as usize],
+            recent_from: 0,
         }
+    }
+
+    /// The value at step `k`, where it is one of the newest steps kept.
+    fn recent(&self, k: u64) -> Option<f64> {
+        (k >= self.recent_from && k <= self.last.0).then(|| self.recent[(k % WALK_RECENT) as usize])
     }
 }
 
@@ -328,7 +346,13 @@ fn walk(w: &RandomWalk, seed: u64, cache: &Mutex<WalkCache>, t: f64) -> f64 {
     let k = pos.floor() as u64;
     let frac = pos - k as f64;
     let value_at = |k: u64, cache: &mut WalkCache| -> f64 {
-        let (mut step, mut v) = if cache.last.0 <= k {
+        if let Some(v) = cache.recent(k) {
+            return v;
+        }
+        // Forward from the newest step (each step is kept as recent), or
+        // from the checkpoint below k (nothing kept: the newest stay).
+        let forward = cache.last.0 <= k;
+        let (mut step, mut v) = if forward {
             cache.last
         } else {
             let idx = (cache.checkpoints.len() as u64 - 1).min(k / WALK_CHECKPOINT);
@@ -346,9 +370,13 @@ fn walk(w: &RandomWalk, seed: u64, cache: &Mutex<WalkCache>, t: f64) -> f64 {
             {
                 cache.checkpoints.push(v);
             }
+            if forward {
+                cache.recent[(step % WALK_RECENT) as usize] = v;
+            }
         }
-        if k >= cache.last.0 {
+        if forward {
             cache.last = (k, v);
+            cache.recent_from = cache.recent_from.max((k + 1).saturating_sub(WALK_RECENT));
         }
         v
     };
@@ -447,6 +475,29 @@ mod tests {
         }
         assert_eq!(late, a.eval(5000.5));
         assert_ne!(a.eval(100.0), Signal::new(&spec(w), 10).eval(100.0));
+    }
+
+    #[test]
+    fn a_walk_read_just_behind_its_newest_step_gives_the_same_values() {
+        // The fast tier reads "now" (steps k and k + 1), the GPM integrator
+        // whole seconds a few steps behind: both orders answer as one walk
+        // read in order does, behind the newest step or far behind it.
+        let w = "{ random_walk = { start = 50, min = 0, max = 100, step = 3, every = \"1s\" } }";
+        let (in_order, mixed) = (Signal::new(&spec(w), 4), Signal::new(&spec(w), 4));
+        let expected: Vec<f64> = (0..3000).map(|s| in_order.eval(s as f64)).collect();
+        for now in 10..3000 {
+            mixed.eval(now as f64 - 0.5);
+            for behind in [1, 3, 7, 8, 9] {
+                let s = now - behind;
+                assert_eq!(mixed.eval(s as f64), expected[s], "step {s} read at {now}");
+            }
+        }
+        assert_eq!(
+            mixed.eval(12.0),
+            expected[12],
+            "far behind: from a checkpoint"
+        );
+        assert_eq!(mixed.eval(2999.0), expected[2999]);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::rng;
 use crate::scenario::gpm::GpmSpec;
 use crate::timeline::Signal;
 use std::ffi::CString;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// `NVML_GPM_METRIC_MAX` of nvml-wrapper-sys 0.10: ids are below it.
 pub const METRIC_MAX: u32 = 210;
@@ -59,7 +59,7 @@ pub struct GpmBase {
 pub struct GpmSim {
     signals: [Option<Signal>; SLOTS],
     engines: [u32; 3],
-    unsupported: Vec<u32>,
+    unsupported: Arc<[u32]>,
     counters: Integrator<[f64; SLOTS]>,
 }
 
@@ -86,11 +86,14 @@ impl GpmSim {
         self.signals[slot].as_ref().map(|x| x.eval(s))
     }
 
-    /// Every slot's rate at `s`, defaults applied and clamped.
-    fn rates(&self, s: f64, base: GpmBase) -> [f64; SLOTS] {
+    /// Every slot's rate at `s`, defaults applied and clamped; the GPU's
+    /// own readings (`base`) are asked only where a slot has no timeline.
+    fn rates(&self, s: f64, base: impl Fn(f64) -> GpmBase) -> [f64; SLOTS] {
+        let base_at = std::cell::OnceCell::new();
+        let base = || *base_at.get_or_init(|| base(s));
         let pct = |v: f64| v.clamp(0.0, 100.0);
         let zero = |slot| self.value(slot, s).unwrap_or(0.0);
-        let gr = pct(self.value(GR, s).unwrap_or(base.util_gpu));
+        let gr = pct(self.value(GR, s).unwrap_or_else(|| base().util_gpu));
         let sm = pct(self.value(SM, s).unwrap_or(gr));
         let (imma, dfma) = (pct(zero(IMMA)), pct(zero(DFMA)));
         let tensor_given = self.value(TENSOR, s);
@@ -106,13 +109,13 @@ impl GpmSim {
         r[DFMA] = dfma;
         r[HMMA] = hmma;
         r[IMMA] = imma;
-        r[DRAM] = pct(self.value(DRAM, s).unwrap_or(base.util_mem));
+        r[DRAM] = pct(self.value(DRAM, s).unwrap_or_else(|| base().util_mem));
         r[FP64] = pct(zero(FP64));
         r[FP32] = pct(zero(FP32));
         r[FP16] = pct(zero(FP16));
         r[PCIE_TX] = zero(PCIE_TX).max(0.0);
         r[PCIE_RX] = zero(PCIE_RX).max(0.0);
-        r[NVDEC] = pct(self.value(NVDEC, s).unwrap_or(base.decoder));
+        r[NVDEC] = pct(self.value(NVDEC, s).unwrap_or_else(|| base().decoder));
         r[NVJPG] = pct(zero(NVJPG));
         r[NVOFA] = pct(zero(NVOFA));
         r
@@ -121,7 +124,7 @@ impl GpmSim {
     /// The time-averages over [t1, t2] (`None` when t2 < t1); `base` gives
     /// the GPU's own readings at a time.
     pub fn window(&self, t1: f64, t2: f64, base: impl Fn(f64) -> GpmBase) -> Option<GpmWindow> {
-        let averages = self.counters.average(t1, t2, |s| self.rates(s, base(s)))?;
+        let averages = self.counters.average(t1, t2, |s| self.rates(s, &base))?;
         Some(GpmWindow {
             averages,
             engines: self.engines,
@@ -137,7 +140,7 @@ impl GpmSim {
 pub struct GpmWindow {
     averages: [f64; SLOTS],
     engines: [u32; 3],
-    unsupported: Vec<u32>,
+    unsupported: Arc<[u32]>,
     /// Per link: [tx, rx] averages in MiB/s; `None` without NVLink.
     pub nvlink: Option<Vec<[f64; 2]>>,
     /// A MIG instance's window: no PCIe or NVLink metrics.

@@ -3,13 +3,18 @@
 
 use super::counters::Integrator;
 use crate::rng;
-use crate::scenario::health::{NvLinkCounter, NvLinkSpec, RemoteKind};
+use crate::scenario::health::{NvLinkCounter, NvLinkSpec, RemoteKind, MAX_LINKS};
 use crate::scenario::{Fault, FaultEffect};
 use crate::timeline::Signal;
 
-/// Counters per link: data tx (MiB), data rx (MiB), then the five error
-/// counters in nvmlNvLinkErrorCounter_t order.
-const PER_LINK: usize = 2 + NvLinkCounter::ALL.len();
+/// Error counters per link, in nvmlNvLinkErrorCounter_t order.
+const ERRORS_PER_LINK: usize = NvLinkCounter::ALL.len();
+
+/// Data counters of every link a GPU can have: tx (MiB), rx (MiB) per link.
+/// A fixed array, so the GPM window read on every fast tick integrates
+/// without allocating (the error counters, read on the slow tier, are a Vec
+/// sized by the GPU's links).
+type Traffic = [f64; 2 * MAX_LINKS as usize];
 
 /// The NVLink model of one GPU.
 #[derive(Debug)]
@@ -26,7 +31,10 @@ pub struct NvLinkSim {
     errors: Vec<(Option<u32>, NvLinkCounter, Signal)>,
     /// (link, fault window) from `nvlink_down` faults.
     down: Vec<(u32, Fault)>,
-    counters: Integrator<Vec<f64>>,
+    /// Data sent and received per link (see [`Traffic`]).
+    traffic: Integrator<Traffic>,
+    /// Error counters per link (`ERRORS_PER_LINK` each).
+    errors_counted: Integrator<Vec<f64>>,
 }
 
 impl NvLinkSim {
@@ -65,7 +73,8 @@ impl NvLinkSim {
                     _ => None,
                 })
                 .collect(),
-            counters: Integrator::new(vec![0.0; links as usize * PER_LINK]),
+            traffic: Integrator::default(),
+            errors_counted: Integrator::new(vec![0.0; links as usize * ERRORS_PER_LINK]),
         }
     }
 
@@ -99,58 +108,74 @@ impl NvLinkSim {
         link < self.links && !self.down.iter().any(|(l, f)| *l == link && f.active(t))
     }
 
-    fn rates(&self, s: f64) -> Vec<f64> {
+    /// Data rates per link at `s`, MiB/s: a link carries the GPU's tx/rx
+    /// while it is up (links past `links` carry nothing).
+    fn traffic_rates(&self, s: f64) -> Traffic {
         let (tx, rx) = (
             self.tx.as_ref().map_or(0.0, |x| x.eval(s).max(0.0)),
             self.rx.as_ref().map_or(0.0, |x| x.eval(s).max(0.0)),
         );
-        let mut r = vec![0.0; self.links as usize * PER_LINK];
-        for link in 0..self.links {
-            let base = link as usize * PER_LINK;
+        let mut r = [0.0; 2 * MAX_LINKS as usize];
+        for link in 0..self.links.min(MAX_LINKS) {
             if self.is_up(link, s) {
-                r[base] = tx;
-                r[base + 1] = rx;
+                r[2 * link as usize] = tx;
+                r[2 * link as usize + 1] = rx;
             }
+        }
+        r
+    }
+
+    /// Error rates per link at `s` (see `ERRORS_PER_LINK` for the layout).
+    fn error_rates(&self, s: f64) -> Vec<f64> {
+        let mut r = vec![0.0; self.links as usize * ERRORS_PER_LINK];
+        for link in 0..self.links {
+            let base = link as usize * ERRORS_PER_LINK;
             for (only, counter, rate) in &self.errors {
                 if only.is_none_or(|l| l == link) {
-                    r[base + 2 + counter.code() as usize] += rate.eval(s).max(0.0);
+                    r[base + counter.code() as usize] += rate.eval(s).max(0.0);
                 }
             }
         }
         r
     }
 
-    /// Every counter at `t` (see `PER_LINK` for the layout).
-    fn totals(&self, t: f64) -> Vec<f64> {
-        self.counters.integral(t, |s| self.rates(s))
+    /// Every error counter at `t`.
+    fn error_totals(&self, t: f64) -> Vec<f64> {
+        self.errors_counted.integral(t, |s| self.error_rates(s))
     }
 
     /// Errors of `counter` on `link` since t = 0.
     pub fn errors(&self, link: u32, counter: NvLinkCounter, t: f64) -> u64 {
-        self.totals(t)
-            .get(link as usize * PER_LINK + 2 + counter.code() as usize)
+        self.error_totals(t)
+            .get(link as usize * ERRORS_PER_LINK + counter.code() as usize)
             .map_or(0, |v| v.floor() as u64)
     }
 
     /// Errors of `counter` summed over every link.
     pub fn errors_total(&self, counter: NvLinkCounter, t: f64) -> u64 {
-        let totals = self.totals(t);
+        let totals = self.error_totals(t);
         (0..self.links as usize)
-            .map(|l| totals[l * PER_LINK + 2 + counter.code() as usize].floor() as u64)
+            .map(|l| totals[l * ERRORS_PER_LINK + counter.code() as usize].floor() as u64)
             .sum()
     }
 
     /// Data KiB sent (`tx`) or received on `link` since t = 0 (fields 138/139).
     pub fn data_kib(&self, link: u32, tx: bool, t: f64) -> u64 {
-        let slot = link as usize * PER_LINK + usize::from(!tx);
-        self.totals(t)
+        let slot = 2 * link as usize + usize::from(!tx);
+        self.traffic
+            .integral(t, |s| self.traffic_rates(s))
             .get(slot)
             .map_or(0, |mib| (mib * 1024.0).floor() as u64)
     }
 
     /// Per link, the [tx, rx] MiB/s averaged over [t1, t2] (`None` when t2 < t1).
     pub fn window(&self, t1: f64, t2: f64) -> Option<Vec<[f64; 2]>> {
-        let avg = self.counters.average(t1, t2, |s| self.rates(s))?;
-        Some(avg.chunks(PER_LINK).map(|c| [c[0], c[1]]).collect())
+        let avg = self.traffic.average(t1, t2, |s| self.traffic_rates(s))?;
+        Some(
+            avg.chunks(2)
+                .take(self.links as usize)
+                .map(|c| [c[0], c[1]])
+                .collect(),
+        )
     }
 }
