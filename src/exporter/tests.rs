@@ -149,3 +149,21 @@ fn series_that_change_between_scrapes_are_read_at_each_scrape() {
     let text = cached.render(Format::Prometheus).unwrap();
     assert!(text.contains("\ngpuwatch_up 0.0\n"), "{text}");
 }
+
+#[test]
+fn a_part_is_encoded_into_a_string_sized_by_its_last_encoding() {
+    let mut registry = prometheus_client::registry::Registry::with_prefix("gpuwatch");
+    registry.register_collector(Box::new(super::GpuCollector {
+        snapshot: Arc::new(snapshot(0.5)),
+        processes: Default::default(),
+        escalated: Default::default(),
+    }));
+    let hint = super::SizeHint::default();
+    let first = super::encode_sized(&registry, Format::Prometheus, &hint).expect("encodes");
+    assert!(first.contains("gpuwatch_gpu_utilization_ratio"), "{first}");
+    let again = super::encode_sized(&registry, Format::Prometheus, &hint).expect("encodes");
+    assert_eq!(again, first, "the same snapshot encodes to the same text");
+    // Room for the last size and an eighth more, allocated once: the text
+    // did not outgrow it (growing would have doubled the capacity).
+    assert_eq!(again.capacity(), first.len() + first.len() / 8);
+}
