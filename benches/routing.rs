@@ -81,6 +81,7 @@ fn state(now: SystemTime) -> EvalState {
                     value: Some(91.5),
                     labels,
                     annotations,
+                    annotated_at: None,
                 },
             );
         }

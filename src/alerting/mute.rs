@@ -97,6 +97,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             annotations: BTreeMap::new(),
+            annotated_at: None,
         }
     }
 

@@ -203,6 +203,7 @@ mod tests {
                 value: None,
                 labels,
                 annotations: BTreeMap::new(),
+                annotated_at: None,
             },
         )
     }
@@ -299,6 +300,7 @@ mod tests {
                     value: None,
                     labels,
                     annotations: BTreeMap::new(),
+                    annotated_at: None,
                 },
             )
         };

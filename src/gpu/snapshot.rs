@@ -183,9 +183,39 @@ impl FieldGroup {
 }
 
 impl GpuSnapshot {
+    /// A GPU known by its index, UUID and status only, nothing read: what a
+    /// GPU NVML gave no handle for shows; others fill in the rest with
+    /// struct update syntax (`..GpuSnapshot::bare(...)`).
+    pub fn bare(index: u32, uuid: String, status: GpuStatus) -> GpuSnapshot {
+        GpuSnapshot {
+            index,
+            uuid,
+            status,
+            identity: Arc::default(),
+            readings: FastReadings::default(),
+            health: Arc::default(),
+            processes: Arc::default(),
+            mig_instances: Arc::default(),
+            pods: Arc::default(),
+            xid_errors: Arc::default(),
+            groups: BTreeMap::new(),
+            gpm: Arc::default(),
+        }
+    }
+
     /// Whether the GPU answered on this tick.
     pub fn is_up(&self) -> bool {
         self.status == GpuStatus::Up
+    }
+
+    /// The id alerts, rule memories and Xid escalations key this GPU by:
+    /// its UUID, or `index:N` while NVML gave none.
+    pub fn alert_key(&self) -> String {
+        if self.uuid.is_empty() {
+            format!("index:{}", self.index)
+        } else {
+            self.uuid.clone()
+        }
     }
 }
 

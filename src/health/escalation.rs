@@ -40,14 +40,9 @@ impl Default for EscalationSource {
 }
 
 /// The escalated codes of `gpu` (keyed as the rules key their GPU alerts:
-/// the UUID, or `index:N` without one).
+/// [`crate::gpu::GpuSnapshot::alert_key`]).
 pub fn for_gpu<'a>(escalated: &'a Escalated, gpu: &crate::gpu::GpuSnapshot) -> &'a [u64] {
-    let key = if gpu.uuid.is_empty() {
-        format!("index:{}", gpu.index)
-    } else {
-        gpu.uuid.clone()
-    };
-    escalated.get(&key).map_or(&[], Vec::as_slice)
+    escalated.get(&gpu.alert_key()).map_or(&[], Vec::as_slice)
 }
 
 impl fmt::Debug for EscalationSource {

@@ -241,6 +241,7 @@ mod tests {
             value: None,
             labels: labels(),
             annotations: BTreeMap::new(),
+            annotated_at: None,
         };
         let now = since + Duration::from_secs(600);
         let pending = alert(AlertState::Pending { since });

@@ -183,10 +183,7 @@ pub fn related(condition: &Condition) -> Option<Related> {
 /// transition. Pure.
 pub fn describe(rule: Option<&Rule>, snapshot: &Snapshot, t: &Transition) -> Details {
     let gpu = match &t.key.target {
-        Target::Gpu(id) => snapshot
-            .gpus
-            .iter()
-            .find(|g| crate::rules::gpu_id(g) == *id),
+        Target::Gpu(id) => snapshot.gpus.iter().find(|g| g.alert_key() == *id),
         Target::Node => None,
     };
     let related = rule.and_then(|r| related(&r.condition));

@@ -22,7 +22,6 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::rule::gpu_id;
 use crate::gpu::{GpuSnapshot, Snapshot};
 
 /// Time constant of the baseline averages.
@@ -162,7 +161,7 @@ pub fn peer_excess(snapshot: &Snapshot) -> BTreeMap<String, f64> {
         } else {
             peers[middle]
         };
-        out.insert(gpu_id(gpu), temperature - median);
+        out.insert(gpu.alert_key(), temperature - median);
     }
     out
 }

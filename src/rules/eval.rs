@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::anomaly;
 use super::check::{check, missing_from_driver, node_check, observe, GpuEvalState};
 use super::condition::{Condition, Direction};
-use super::rule::{gpu_id, AlertKey, AlertState, Rule, Target, Transition};
+use super::rule::{AlertKey, AlertState, Rule, Target, Transition};
 use super::template::Context;
 use crate::gpu::{GpuSnapshot, Snapshot};
 
@@ -50,7 +50,18 @@ pub struct Alert {
     pub labels: BTreeMap<String, String>,
     /// Its annotations as last rendered.
     pub annotations: BTreeMap<String, String>,
+    /// When the annotations were last rendered (not saved: after a restart
+    /// the next evaluation renders them).
+    #[serde(skip)]
+    pub annotated_at: Option<SystemTime>,
 }
+
+/// How often a holding alert's annotations are rendered again between
+/// transitions, so that they show a recent value: not on every evaluation,
+/// since rendering (number formatting, a new map) cost more than all the
+/// rest of an evaluation step for each pending or firing alert. The alert's
+/// `value` is the latest at every evaluation.
+pub const ANNOTATION_REFRESH: Duration = Duration::from_secs(10);
 
 impl EvalState {
     /// The Xid codes per GPU that `GpuXidRecurring` says came back after GPU
@@ -92,7 +103,7 @@ pub fn evaluate(
     };
     let mut changes = BTreeMap::new();
     let peers = anomaly::peer_excess(snapshot);
-    let ids: Vec<String> = snapshot.gpus.iter().map(gpu_id).collect();
+    let ids: Vec<String> = snapshot.gpus.iter().map(GpuSnapshot::alert_key).collect();
     for (gpu, id) in snapshot.gpus.iter().zip(&ids) {
         let memory = next.gpus.entry(id.clone()).or_default();
         let mut change = observe(
@@ -231,21 +242,29 @@ fn step(
         return;
     }
     let changed = is_transition(from, to);
-    let (labels, annotations) = if changed || old.is_none() {
-        (
+    let (labels, annotations, annotated_at) = match old {
+        Some(old) if !changed => {
+            // While the condition holds, render again now and then so the
+            // annotations show a recent value.
+            let due = old.annotated_at.is_none_or(|at| {
+                now.duration_since(at).unwrap_or(Duration::ZERO) >= ANNOTATION_REFRESH
+            });
+            if holds && due {
+                let fresh = annotations(rule, gpu, snapshot, value);
+                (old.labels.clone(), fresh, Some(now))
+            } else {
+                (
+                    old.labels.clone(),
+                    old.annotations.clone(),
+                    old.annotated_at,
+                )
+            }
+        }
+        _ => (
             labels(rule, gpu, snapshot),
             annotations(rule, gpu, snapshot, value),
-        )
-    } else if let Some(old) = old {
-        // Refresh the annotations while firing so they show the latest value.
-        let annotations = if holds {
-            annotations(rule, gpu, snapshot, value)
-        } else {
-            old.annotations.clone()
-        };
-        (old.labels.clone(), annotations)
-    } else {
-        (BTreeMap::new(), BTreeMap::new())
+            Some(now),
+        ),
     };
     if changed {
         transitions.push(Transition {
@@ -266,6 +285,7 @@ fn step(
                 value,
                 labels,
                 annotations,
+                annotated_at,
             },
         );
     }

@@ -27,10 +27,10 @@ pub use builtin::builtin_rules;
 pub use check::{metric_value, missing_from_driver, GpuEvalState};
 pub use condition::{Condition, Counter, Direction, Flag, Metric, Op};
 pub use condition_parse::ConditionError;
-pub use eval::{evaluate, Alert, EvalState};
+pub use eval::{evaluate, Alert, EvalState, ANNOTATION_REFRESH};
 pub use parse::ClearError;
 pub use parse::{parse_rules, rules_from_raw, RawRule, RawRules};
-pub use rule::{fingerprint, gpu_id, AlertKey, AlertState, Rule, Severity, Target, Transition};
+pub use rule::{fingerprint, AlertKey, AlertState, Rule, Severity, Target, Transition};
 pub use template::{Context, Template, TemplateError};
 
 #[cfg(test)]

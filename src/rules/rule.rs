@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 
 use super::condition::Condition;
 use super::template::Template;
-use crate::gpu::GpuSnapshot;
 
 /// How bad an alert is; the `severity` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -159,15 +158,6 @@ pub struct Transition {
     pub labels: BTreeMap<String, String>,
     /// The rendered annotations.
     pub annotations: BTreeMap<String, String>,
-}
-
-/// The id alerts and memories use for a GPU: its UUID, or `index:N`.
-pub fn gpu_id(gpu: &GpuSnapshot) -> String {
-    if gpu.uuid.is_empty() {
-        format!("index:{}", gpu.index)
-    } else {
-        gpu.uuid.clone()
-    }
 }
 
 /// The alert's stable dedup key: FNV-1a (64 bits, hex) over its sorted

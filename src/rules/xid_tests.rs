@@ -322,6 +322,7 @@ fn the_verdict_reads_the_escalations_of_firing_recurring_alerts_only() {
         value: Some(value),
         labels: BTreeMap::new(),
         annotations: BTreeMap::new(),
+        annotated_at: None,
     };
     let key = |rule: &str, gpu: &str| AlertKey {
         rule: rule.to_string(),

@@ -37,6 +37,7 @@ fn alert(rule: &str, gpu: u32, severity: &str, state: AlertState) -> (AlertKey, 
             value: Some(1.0),
             labels,
             annotations: BTreeMap::new(),
+            annotated_at: None,
         },
     )
 }

@@ -222,12 +222,17 @@ fn restored_state_does_not_fire_again() {
     // Through JSON, as the outbox will store it.
     let json = serde_json::to_string(&run.state).expect("serialize");
     let restored: EvalState = serde_json::from_str(&json).expect("deserialize");
-    // All of it but the counters, which start again at 0.
+    // All of it but the counters, which start again at 0, and when each
+    // alert's annotations were rendered (again at the next evaluation).
     assert!(!run.state.values.is_empty());
-    let saved = EvalState {
+    let mut saved = EvalState {
         values: BTreeMap::new(),
         ..run.state.clone()
     };
+    saved
+        .alerts
+        .values_mut()
+        .for_each(|a| a.annotated_at = None);
     assert_eq!(restored, saved);
     let mut again = Run::new(rules.clone());
     again.state = restored;
@@ -286,4 +291,45 @@ fn rule_checks_with_a_value_are_counted() {
     run.step(10, vec![hot(0, 85.0)]);
     assert_eq!(run.state.values.get("GpuHot"), Some(&2));
     assert_eq!(run.state.values.get("GpuEccUncorrectable"), Some(&0));
+}
+
+#[test]
+fn a_holding_alerts_annotations_are_rendered_again_every_ten_seconds_its_value_every_step() {
+    let mut run = Run::new(vec![user_rule(
+        "[[rules]]\nname = \"GpuHot\"\ncondition = \"temperature > 80\"\n\
+         annotations = { summary = \"GPU {{ .gpu }} at {{ .value }}\" }\n",
+    )]);
+    let t = run.step(0, vec![hot(0, 81.0)]).to_vec();
+    assert_eq!(
+        t[0].annotations["summary"], "GPU 0 at 81",
+        "a transition renders"
+    );
+    let alert = |run: &Run| run.state.alerts.values().next().cloned().expect("firing");
+    run.step(1, vec![hot(0, 82.0)]);
+    let a = alert(&run);
+    assert_eq!(a.value, Some(82.0), "the value is the latest at every step");
+    assert_eq!(
+        a.annotations["summary"], "GPU 0 at 81",
+        "not rendered 1 s later"
+    );
+    run.step(9, vec![hot(0, 83.0)]);
+    assert_eq!(alert(&run).annotations["summary"], "GPU 0 at 81");
+    run.step(10, vec![hot(0, 84.0)]);
+    assert_eq!(
+        alert(&run).annotations["summary"],
+        "GPU 0 at 84",
+        "rendered again {ANNOTATION_REFRESH:?} after the last rendering"
+    );
+    run.step(11, vec![hot(0, 85.0)]);
+    assert_eq!(alert(&run).annotations["summary"], "GPU 0 at 84");
+    // A restored state (the time not saved) renders at the next step.
+    run.state
+        .alerts
+        .values_mut()
+        .for_each(|a| a.annotated_at = None);
+    run.step(12, vec![hot(0, 86.0)]);
+    assert_eq!(alert(&run).annotations["summary"], "GPU 0 at 86");
+    // Resolving renders with the transition's value as before.
+    let t = run.step(13, vec![hot(0, 60.0)]).to_vec();
+    assert_eq!(t[0].to.as_str(), "resolved");
 }
