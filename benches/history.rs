@@ -92,9 +92,6 @@ impl Node {
                 let temp = (35.0 + power / 700.0 * 45.0 + (self.rng.next() - 0.5) * 2.0).round();
                 let used = (60u64 << 30) + (self.rng.next() * (4u64 << 30) as f64) as u64;
                 GpuSnapshot {
-                    index: g as u32,
-                    uuid: format!("GPU-bench-{g}"),
-                    status: GpuStatus::Up,
                     identity: Arc::new(GpuIdentity {
                         name: Some("NVIDIA H100 80GB HBM3".into()),
                         ..GpuIdentity::default()
@@ -132,11 +129,7 @@ impl Node {
                         ..SlowReadings::default()
                     }),
                     processes: self.processes[g].clone(),
-                    mig_instances: Arc::default(),
-                    pods: Arc::default(),
-                    xid_errors: Arc::default(),
-                    groups: BTreeMap::new(),
-                    gpm: Default::default(),
+                    ..GpuSnapshot::bare(g as u32, format!("GPU-bench-{g}"), GpuStatus::Up)
                 }
             })
             .collect();

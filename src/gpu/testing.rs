@@ -3,7 +3,6 @@
 //! snapshot of some GPUs. Tests set what they need with struct update
 //! syntax: `GpuSnapshot { readings, ..testing::gpu(0) }`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -13,21 +12,11 @@ use super::{GpuIdentity, GpuSnapshot, GpuStatus, Snapshot};
 /// absent, no processes, no Xid, no field group read yet.
 pub fn gpu(index: u32) -> GpuSnapshot {
     GpuSnapshot {
-        index,
-        uuid: format!("GPU-{index}"),
-        status: GpuStatus::Up,
         identity: Arc::new(GpuIdentity {
             name: Some("Test GPU".into()),
             ..GpuIdentity::default()
         }),
-        readings: Default::default(),
-        health: Arc::default(),
-        processes: Arc::default(),
-        mig_instances: Arc::default(),
-        pods: Arc::default(),
-        xid_errors: Arc::default(),
-        groups: BTreeMap::new(),
-        gpm: Arc::default(),
+        ..GpuSnapshot::bare(index, format!("GPU-{index}"), GpuStatus::Up)
     }
 }
 

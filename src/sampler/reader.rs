@@ -313,22 +313,10 @@ impl<'d> NodeReader<'d> {
             }
         }
         for (index, reason) in &self.missing {
-            gpus.push(GpuSnapshot {
-                index: *index,
-                uuid: String::new(),
-                status: GpuStatus::Lost {
-                    reason: reason.clone(),
-                },
-                identity: Arc::default(),
-                readings: FastReadings::default(),
-                health: Arc::default(),
-                processes: Arc::default(),
-                mig_instances: Arc::default(),
-                pods: Arc::default(),
-                xid_errors: Arc::default(),
-                groups: BTreeMap::new(),
-                gpm: Arc::default(),
-            });
+            let status = GpuStatus::Lost {
+                reason: reason.clone(),
+            };
+            gpus.push(GpuSnapshot::bare(*index, String::new(), status));
         }
         gpus.sort_by_key(|g| g.index);
         if tiers.processes {
