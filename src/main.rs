@@ -28,7 +28,7 @@ const EXAMPLES: &str = "Examples:
   gpuwatch silence expire 3
   gpuwatch run --web-config /etc/gpuwatch/web.yml  # TLS and basic auth
 
-Built-in scenarios: demo, desktop-rtx3090, h100x8, thermal-incident, memory-pressure, faults, golden";
+Built-in scenarios: demo, desktop-rtx3090, h100x8, thermal-incident, memory-pressure, faults, golden, h200, workloads, health";
 
 /// Per-node NVIDIA GPU monitoring agent: samples NVML, serves Prometheus metrics.
 #[derive(Debug, Parser)]
@@ -426,4 +426,16 @@ fn error_chain(error: &anyhow::Error) -> String {
         text.push_str(&part);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_help_lists_every_built_in_scenario_of_the_simulator() {
+        let (_, listed) = super::EXAMPLES
+            .rsplit_once("Built-in scenarios: ")
+            .expect("the examples end with the built-in scenarios");
+        let listed: Vec<&str> = listed.split(", ").collect();
+        assert_eq!(listed, nvml_sim::builtin::NAMES);
+    }
 }
