@@ -14,7 +14,7 @@ use crate::gpu::gpm::GpmMetrics;
 use crate::gpu::{GpuSnapshot, Snapshot};
 
 use super::families::{unit, Family, Labels};
-use super::gpu_metrics::{flag, ids, with};
+use super::gpu_metrics::{flag, ids, number, with};
 
 /// Reads one figure from a set of GPM metrics.
 type Reading = fn(&GpmMetrics) -> Option<f64>;
@@ -89,7 +89,7 @@ impl<'a> Activity<'a> {
             let l = with(
                 with(labels(), "engine", e.engine),
                 "engine_index",
-                e.index.to_string(),
+                number(e.index),
             );
             self.media.push(l, e.active_ratio);
         }
@@ -152,11 +152,7 @@ pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Resu
         for l in &m.nvlink_links {
             for (direction, value) in [("tx", l.tx_bytes_per_second), ("rx", l.rx_bytes_per_second)]
             {
-                let labels = with(
-                    with(id(), "link", l.link.to_string()),
-                    "direction",
-                    direction,
-                );
+                let labels = with(with(id(), "link", number(l.link)), "direction", direction);
                 link.push_some(labels, value);
             }
         }
@@ -171,13 +167,7 @@ pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Resu
 
 fn add_instances<'a>(families: &mut Activity<'a>, gpu: &'a GpuSnapshot) {
     for instance in &gpu.gpm.instances {
-        let labels = || {
-            with(
-                ids(gpu),
-                "gpu_instance",
-                instance.gpu_instance_id.to_string(),
-            )
-        };
+        let labels = || with(ids(gpu), "gpu_instance", number(instance.gpu_instance_id));
         families.add(labels, &instance.metrics);
     }
 }

@@ -12,7 +12,7 @@ use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus, Snapshot};
 
 use super::families::{counter, families, gauge, unit};
-pub use super::families::{flag, ids, with};
+pub use super::families::{flag, ids, number, with};
 
 /// Encodes every per-GPU family of `snapshot`, then the process, sharing
 /// and capacity families (see [`super::process_metrics`]).
@@ -138,7 +138,7 @@ impl<'a> Families<'a> {
         let id = || ids(gpu);
         let links = &gpu.health.links;
         for link in &links.nvlink {
-            let labels = with(id(), "link", link.link.to_string());
+            let labels = with(id(), "link", number(link.link));
             self.nvlink_up.push(labels.clone(), flag(link.up));
             for (kind, count) in &link.errors {
                 self.nvlink_errors
@@ -146,7 +146,7 @@ impl<'a> Families<'a> {
             }
         }
         for traffic in &gpu.health.nvlink_traffic {
-            let labels = with(id(), "link", traffic.link.to_string());
+            let labels = with(id(), "link", number(traffic.link));
             for (direction, bytes) in [("tx", traffic.tx_bytes), ("rx", traffic.rx_bytes)] {
                 if let Some(bytes) = bytes {
                     self.nvlink_data
