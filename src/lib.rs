@@ -50,6 +50,8 @@
 //! - [`timespec`]: times, durations and counts from outside (query
 //!   parameters, request bodies, command-line arguments), checked into a
 //!   range once so nothing downstream overflows or panics.
+//! - [`escape`]: control characters of outside text escaped before it
+//!   reaches a terminal or the log.
 //! - [`panics`]: panics in request handlers and long-lived tasks, caught,
 //!   logged and counted (`gpuwatch_panics_total`), never silent.
 //! - [`app`]: the commands, as the binary runs them.
@@ -57,7 +59,7 @@
 //! # Layers
 //! Imports go one way; `tests/layering.rs` fails on any circle between
 //! source files or between these modules. From the bottom: `gpu`,
-//! `limits`, `problem`, `timespec`, `files` → `kubernetes` → `sampler` →
+//! `limits`, `problem`, `timespec`, `files`, `escape` → `kubernetes` → `sampler` →
 //! `capacity` → `exporter` (its families are the metric encoder everyone
 //! uses) → `history`, `panics` → `rules` → `outbox` → `alerting` →
 //! `notify` (receivers carry an alerting route) → `config` → `http` →
@@ -67,6 +69,7 @@ pub mod alerting;
 pub mod app;
 pub mod capacity;
 pub mod config;
+pub mod escape;
 pub mod exporter;
 pub(crate) mod files;
 pub mod gpu;
