@@ -154,8 +154,8 @@ enum Command {
         #[arg(long, default_value = "3s")]
         timeout: String,
         /// The message's limit in bytes (NPD's max_output_length).
-        #[arg(long, default_value_t = 80)]
-        max_length: usize,
+        #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u16).range(20..))]
+        max_length: u16,
     },
     /// Copy this gpuwatch binary to PATH (for an initContainer: the image has no shell or cp).
     CopyBinary {
@@ -436,7 +436,7 @@ fn main() -> ExitCode {
                 degraded,
                 actions,
                 timeout,
-                max_length,
+                max_length: usize::from(max_length),
             }))
         }
         Command::CopyBinary { path } => app::copy_binary::copy_binary(&path).map(|()| true),

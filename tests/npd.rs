@@ -327,6 +327,11 @@ fn an_agent_that_cannot_be_asked_is_unknown_exit_2() {
     // A bad flag is Unknown too (clap exits 2).
     let (code, _, err) = run_cli(&["health", "--npd", "--url", &url, "--bogus"], &[]);
     assert_eq!(code, 2, "{err}");
+    let (code, _, err) = run_cli(
+        &["health", "--npd", "--url", &url, "--max-length", "5"],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
     let (code, line, _) = plugin(&url, &["--action", "reset"]);
     assert_eq!(code, 2);
     assert!(line.contains("--action reset"), "{line}");
