@@ -243,6 +243,16 @@ fn unhealthy_gpus_exit_1_with_the_worst_action_first_and_one_rule_per_action() {
     std::fs::create_dir_all(copy.parent().expect("dir")).expect("mkdir");
     let (code, out, err) = run_cli(&["copy-binary", copy.to_str().expect("utf-8")], &[]);
     assert_eq!(code, 0, "{out}{err}");
+    // Into a directory that is not there: an error that says what to check,
+    // and no stray temporary file.
+    let nowhere = dir.path().join("not-mounted/gpuwatch");
+    let (code, _, err) = run_cli(&["copy-binary", nowhere.to_str().expect("utf-8")], &[]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("is its directory mounted and writable?"),
+        "{err}"
+    );
+    assert!(!dir.path().join("not-mounted").exists());
     let monitor: Value = serde_json::from_str(&read(MONITOR)).expect("JSON");
     let max = monitor["pluginConfig"]["max_output_length"]
         .as_u64()
