@@ -295,7 +295,7 @@ impl Router {
         let Some(split) = parse::split_line(&line.text) else {
             return;
         };
-        let Some(event) = parse::parse_message(split.message) else {
+        let Some(event) = parse::kernel_event(&split) else {
             return;
         };
         let at = split
