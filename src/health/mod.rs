@@ -1,10 +1,12 @@
 //! Hardware health beyond NVML's readings: the kernel log's Xid and SXid
-//! lines ([`reader`] follows the log, [`parse`] reads its lines, [`pci`]
-//! matches the driver's PCI addresses to NVML's GPUs) and NVIDIA's Xid
-//! catalog ([`catalog`]).
+//! lines ([`reader`] follows the log, [`tail`] a regular file across
+//! rotations, [`parse`] reads its lines and decides which the kernel wrote,
+//! [`router`] matches the driver's PCI addresses to NVML's GPUs), the GPUs
+//! on the PCI bus ([`pci_scan`]) and NVIDIA's Xid catalog ([`catalog`]).
 //!
 //! One thread follows the log and writes into the sampler's Xid table,
-//! which de-duplicates against NVML's own Xid events; the sampler then
+//! which de-duplicates against NVML's own Xid events; another counts the
+//! GPUs on the PCI bus, so that neither can hold up the other. The sampler
 //! carries counts, SXid counts and recent occurrences in each snapshot.
 
 pub mod catalog;

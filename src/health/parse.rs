@@ -186,7 +186,7 @@ fn bsd_time(line: &str) -> Option<&str> {
 /// `YYYY-MM-DDThh:mm:ss[...]` up to the first space → the rest of the line.
 fn rfc3339_time(line: &str) -> Option<&str> {
     let end = line.find(' ')?;
-    let stamp = line[..end].as_bytes();
+    let stamp = &line.as_bytes()[..end];
     let shape = b"dddd-dd-ddTdd:dd:dd";
     let ok = stamp.len() >= shape.len()
         && shape.iter().zip(stamp).all(|(want, got)| match want {

@@ -168,7 +168,7 @@ impl Follower {
 
 /// Reads kmsg records; returns how many the kernel overwrote unread.
 fn poll_device(
-    file: &mut File,
+    file: &mut impl Read,
     in_backlog: &mut bool,
     last_seq: &mut Option<u64>,
     out: &mut Vec<ReadLine>,
@@ -447,6 +447,49 @@ mod tests {
         let mut follower = Follower::open(&path).unwrap();
         let out = poll(&mut follower);
         assert!(out[0].read_at >= before && out[0].read_at <= std::time::SystemTime::now());
+    }
+
+    /// Answers like `/dev/kmsg`: one record per read, `EPIPE` where the
+    /// kernel overwrote records, then `EAGAIN`.
+    struct FakeKmsg(std::collections::VecDeque<Result<&'static str, i32>>);
+
+    impl Read for FakeKmsg {
+        fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+            match self.0.pop_front() {
+                Some(Ok(record)) => {
+                    buffer[..record.len()].copy_from_slice(record.as_bytes());
+                    Ok(record.len())
+                }
+                Some(Err(errno)) => Err(io::Error::from_raw_os_error(errno)),
+                None => Err(io::Error::from_raw_os_error(libc::EAGAIN)),
+            }
+        }
+    }
+
+    #[test]
+    fn kmsg_records_overwritten_before_they_were_read_are_counted() {
+        let mut kmsg = FakeKmsg(
+            [
+                Ok("4,10,1,-;one\n SUBSYSTEM=pci\n"),
+                Ok("4,11,2,-;two\n"),
+                Err(libc::EPIPE),
+                Ok("4,50,3,-;after the gap\n"),
+            ]
+            .into(),
+        );
+        let (mut in_backlog, mut last_seq, mut out) = (true, None, Vec::new());
+        let overwritten = poll_device(&mut kmsg, &mut in_backlog, &mut last_seq, &mut out).unwrap();
+        assert_eq!(overwritten, 38, "records 12 to 49");
+        assert_eq!(
+            texts(&out),
+            [
+                ("4,10,1,-;one", true),
+                ("4,11,2,-;two", true),
+                ("4,50,3,-;after the gap", true)
+            ]
+        );
+        assert!(!in_backlog, "EAGAIN ends the backlog");
+        assert_eq!(last_seq, Some(50));
     }
 
     #[test]
