@@ -264,3 +264,43 @@ fn a_fifo_in_place_of_the_log_is_reported_not_waited_on() {
     });
     done(agent);
 }
+
+#[test]
+fn a_pci_scan_stuck_on_a_fifo_does_not_stop_the_kernel_log() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kmsg = dir.path().join("kmsg");
+    std::fs::write(&kmsg, "").expect("kmsg");
+    // A PCI device whose `vendor` is a FIFO: a blocking read waits forever.
+    let device = dir.path().join("pci").join("0000:18:00.0");
+    std::fs::create_dir_all(&device).expect("pci tree");
+    let status = std::process::Command::new("mkfifo")
+        .arg(device.join("vendor"))
+        .status()
+        .expect("mkfifo (coreutils) must be installed");
+    assert!(status.success(), "mkfifo: {status:?}");
+    std::fs::write(device.join("class"), "0x030200\n").expect("class");
+    let config = dir.path().join("gpuwatch.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[health]\nkernel_log = \"{}\"\npci_devices = \"{}\"\n",
+            kmsg.display(),
+            dir.path().join("pci").display()
+        ),
+    )
+    .expect("config");
+    let agent = Agent::start(
+        "health",
+        &["--config", config.to_str().expect("utf-8")],
+        &[],
+    );
+    agent.wait_for("the kernel log read", LONG, |m| {
+        m.value("gpuwatch_kernel_log_up", &[]) == Some(1.0)
+    });
+    append(
+        &kmsg,
+        "[ 1.000000] NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=x, GPU has fallen off the bus.\n",
+    );
+    agent.wait_for("the Xid 79", LONG, |m| xid(m, "79") == Some(1.0));
+    done(agent);
+}
