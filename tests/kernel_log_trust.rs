@@ -304,3 +304,24 @@ fn a_pci_scan_stuck_on_a_fifo_does_not_stop_the_kernel_log() {
     agent.wait_for("the Xid 79", LONG, |m| xid(m, "79") == Some(1.0));
     done(agent);
 }
+
+#[test]
+fn terminal_escapes_in_kernel_log_text_are_escaped_in_the_agents_log() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (agent, kmsg) = agent_on(dir.path());
+    // The text after the code is whatever the driver (or a process name it
+    // quotes) holds: ESC ] 0 ; ... BEL would retitle the terminal.
+    append(
+        &kmsg,
+        "4,1,1000000,-;NVRM: Xid (PCI:0000:18:00): 13, pid=1, name=x, \u{1b}]0;owned\u{7}\u{1b}[2J text\n",
+    );
+    agent.wait_for("the Xid 13", LONG, |m| xid(m, "13") == Some(1.0));
+    let log = agent.wait_for_log("Xid error in the kernel log", LONG);
+    // (The log's own colours are ESC [ ... m; the line's are not.)
+    assert!(
+        !log.contains("\u{1b}]0;owned") && !log.contains('\u{7}') && !log.contains("\u{1b}[2J"),
+        "the line's control characters reached the log raw:\n{log:?}"
+    );
+    assert!(log.contains("\\u{1b}]0;owned\\u{7}"), "{log}");
+    done(agent);
+}
