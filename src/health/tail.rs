@@ -124,7 +124,12 @@ impl Tail {
             self.partial.clear();
             self.resync = true;
         }
+        // Only what is there (an idle log allocates nothing); what the
+        // budget leaves waits for the next poll.
+        let available = len.saturating_sub(self.offset);
         let want = budget.bytes.min(MAX_POLL_BYTES);
+        let limited = available > want as u64;
+        let want = want.min(available as usize);
         let mut buffer = vec![0u8; want];
         let mut filled = 0;
         while filled < want {
@@ -178,7 +183,7 @@ impl Tail {
         }
         self.offset += consumed as u64;
         budget.bytes -= consumed;
-        Ok(consumed == filled && filled < want)
+        Ok(consumed == filled && !limited)
     }
 
     /// The unfinished last line of a file that will not grow any more.
