@@ -109,6 +109,9 @@ fn a_burst_of_3000_xid_lines_is_counted_whole() {
         .collect();
     append(&kmsg, &burst);
     agent.wait_for("3000 Xid 31", LONG, |m| xid(m, "31") == Some(3000.0));
+    // Counted whole, logged once (the log says how many it held back).
+    let warnings = agent.log().matches("Xid error in the kernel log").count();
+    assert_eq!(warnings, 1, "{}", agent.log());
     done(agent);
 }
 

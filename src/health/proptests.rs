@@ -158,4 +158,22 @@ proptest! {
         let split = split_line(&line).unwrap();
         prop_assert_eq!((split.since_boot_us, split.seq), (Some(ts), Some(seq)));
     }
+
+    /// Whatever time a line carries, the router places it no later than
+    /// when it was read and no earlier than boot.
+    #[test]
+    fn line_times_are_clamped_between_boot_and_the_read_time(
+        ts in proptest::option::of(any::<u64>()), boot_s in 0u64..4_000_000_000, up_s in 0u64..1_000_000_000,
+    ) {
+        use std::time::{Duration, SystemTime};
+        let boot = SystemTime::UNIX_EPOCH + Duration::from_secs(boot_s);
+        let read_at = boot + Duration::from_secs(up_s);
+        let at = super::router::Router::new(boot).time(ts, read_at);
+        prop_assert!(at <= read_at && at >= boot, "{at:?} outside [{boot:?}, {read_at:?}]");
+        if let Some(us) = ts {
+            if Duration::from_micros(us) <= Duration::from_secs(up_s) {
+                prop_assert_eq!(at, boot + Duration::from_micros(us));
+            }
+        }
+    }
 }

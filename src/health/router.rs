@@ -22,19 +22,38 @@ pub const MAX_UNKNOWN: usize = 64;
 /// record) is repeated at most; the rest are counted.
 pub const WARN_EVERY: Duration = Duration::from_secs(600);
 
-/// At most one warning per [`WARN_EVERY`]; counts the ones held back.
+/// How often the warning for one (GPU, Xid code) is repeated at most: every
+/// error is counted and kept in history, the log says it once a minute.
+pub const XID_WARN_EVERY: Duration = Duration::from_secs(60);
+/// (GPU, Xid code) pairs whose warnings are rate-limited one by one; the
+/// rest share one limit.
+pub const MAX_XID_WARNINGS: usize = 256;
+
+/// At most one warning per period ([`WARN_EVERY`] unless made with
+/// [`RateLimit::every`]); counts the ones held back.
 #[derive(Debug, Default)]
 pub struct RateLimit {
     last: Option<Instant>,
     held_back: u64,
+    /// `None`: [`WARN_EVERY`].
+    period: Option<Duration>,
 }
 
 impl RateLimit {
+    /// At most one warning per `period`.
+    pub fn every(period: Duration) -> Self {
+        RateLimit {
+            period: Some(period),
+            ..RateLimit::default()
+        }
+    }
+
     /// `Some(held back since the last one)` when a warning may be logged now.
     pub fn ready(&mut self, now: Instant) -> Option<u64> {
+        let period = self.period.unwrap_or(WARN_EVERY);
         if self
             .last
-            .is_some_and(|last| now.duration_since(last) < WARN_EVERY)
+            .is_some_and(|last| now.duration_since(last) < period)
         {
             self.held_back += 1;
             return None;
@@ -62,6 +81,10 @@ pub struct Router {
     unknown_overflow: RateLimit,
     overflow: RateLimit,
     forged: RateLimit,
+    /// Live Xid warnings per (GPU, code), and the shared one beyond
+    /// [`MAX_XID_WARNINGS`].
+    xid_warnings: HashMap<(u32, u64), RateLimit>,
+    xid_overflow: RateLimit,
 }
 
 impl Router {
@@ -75,6 +98,8 @@ impl Router {
             unknown_overflow: RateLimit::default(),
             overflow: RateLimit::default(),
             forged: RateLimit::default(),
+            xid_warnings: HashMap::new(),
+            xid_overflow: RateLimit::every(XID_WARN_EVERY),
         }
     }
 
@@ -172,7 +197,20 @@ impl Router {
                 "Xid error from before the agent started."
             );
         } else {
-            warn!(gpu, xid = report.code, text = %control_chars(&report.text), "Xid error in the kernel log.");
+            let key = (*gpu, report.code);
+            let limit = match self.xid_warnings.len() < MAX_XID_WARNINGS {
+                true => self
+                    .xid_warnings
+                    .entry(key)
+                    .or_insert_with(|| RateLimit::every(XID_WARN_EVERY)),
+                false => match self.xid_warnings.get_mut(&key) {
+                    Some(limit) => limit,
+                    None => &mut self.xid_overflow,
+                },
+            };
+            if let Some(held_back) = limit.ready(Instant::now()) {
+                warn!(gpu, xid = report.code, text = %control_chars(&report.text), held_back, "Xid error in the kernel log.");
+            }
         }
         table.record_kernel(KernelXid {
             gpu: *gpu,
@@ -257,6 +295,9 @@ mod tests {
         }
         assert_eq!(count(&table, 0, 13), 3000);
         assert_eq!(dropped(&table, "unresolved_overflow"), 0);
+        // One warning; the other 2999 held back, counted in the next one.
+        assert_eq!(router.xid_warnings.len(), 1);
+        assert_eq!(router.xid_warnings[&(0, 13)].held_back, 2999);
     }
 
     #[test]
