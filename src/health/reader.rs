@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::parse::MAX_LINE;
+pub use super::tail::ReadLine;
 use super::tail::{describe, open_nonblocking, Follow};
 pub use super::tail::{MAX_BEHIND, MAX_POLL_BYTES, MAX_POLL_LINES};
 
@@ -51,19 +52,6 @@ impl OpenError {
             OpenError::Other { path, source }
         }
     }
-}
-
-/// One line read, and whether it was already in the log when the reader
-/// opened it (the backlog).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadLine {
-    /// The line, without its newline, at most [`MAX_LINE`] bytes.
-    pub text: String,
-    /// Logged before the reader opened the log.
-    pub backlog: bool,
-    /// When it was read: a line without a time of its own gets this one,
-    /// and no line's time is later.
-    pub read_at: SystemTime,
 }
 
 /// What one poll had to leave out.

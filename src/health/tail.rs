@@ -17,7 +17,6 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::parse::MAX_LINE;
-use super::reader::ReadLine;
 
 /// Most bytes one poll reads (the rest waits for the next poll).
 pub const MAX_POLL_BYTES: usize = 1 << 20;
@@ -52,6 +51,19 @@ pub fn not_a_file(what: &str) -> io::Error {
         io::ErrorKind::InvalidInput,
         format!("it is now {what}, not a regular file; a FIFO or device in its place is not read"),
     )
+}
+
+/// One line read, and whether it was already in the log when the reader
+/// opened it (the backlog).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadLine {
+    /// The line, without its newline, at most [`MAX_LINE`] bytes.
+    pub text: String,
+    /// Logged before the reader opened the log.
+    pub backlog: bool,
+    /// When it was read: a line without a time of its own gets this one,
+    /// and no line's time is later.
+    pub read_at: SystemTime,
 }
 
 /// One open file and how far it was read.
