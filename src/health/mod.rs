@@ -346,7 +346,7 @@ impl LogState {
                     overwritten_records = dropped.kmsg_overwritten,
                     skipped_bytes = dropped.skipped_bytes,
                     held_back,
-                    "The kernel log is flooded: the reader skips ahead to the newest lines and counts what it leaves out (gpuwatch_kernel_log_dropped_total, gpuwatch_kernel_log_skipped_bytes_total)."
+                    "The kernel log is flooded (or was far ahead of the reader when opened): the reader skips ahead to the newest lines and counts what it leaves out (gpuwatch_kernel_log_dropped_total, gpuwatch_kernel_log_skipped_bytes_total)."
                 );
             }
         }
