@@ -4,8 +4,9 @@
 //! calls per GPU per second, GPM included, averaged over the tiers.
 //!
 //! Clocks and clock-event reasons are read every 5 s and GPM every 2 s
-//! (`Cadence::for_interval`), identity facts once per handle, and each
-//! link's state and error counters in the slow tier's field-value batch.
+//! (`Cadence::for_interval`), identity facts once per handle, each link's
+//! state and error counters in the slow tier's field-value batch, and the
+//! process lists into buffers sized from the last answer.
 //!
 //! Counted where the calls land: the agent's own reader in process on the
 //! simulator, driven on the sampler's schedule, every NVML export counted by
@@ -87,6 +88,11 @@ fn h100x8_costs_at_most_8_nvml_calls_per_gpu_per_second() {
     let before = calls.total();
     let clock_calls = calls.of(c"nvmlDeviceGetClockInfo");
     let link_error_calls = calls.of(c"nvmlDeviceGetNvLinkErrorCounter");
+    let process_calls = || {
+        calls.of(c"nvmlDeviceGetComputeRunningProcesses_v3")
+            + calls.of(c"nvmlDeviceGetProcessUtilization")
+    };
+    let process_calls_before = process_calls();
     let mut last = first;
     for second in 1..=SECONDS {
         let tiers = Tiers {
@@ -121,6 +127,12 @@ fn h100x8_costs_at_most_8_nvml_calls_per_gpu_per_second() {
         calls.of(c"nvmlDeviceGetNvLinkErrorCounter") - link_error_calls,
         gpus * 6 * (SECONDS / SLOW_EVERY)
     );
+    // The process lists and their utilization: one call each per GPU and
+    // process tick, into buffers sized from the last answer.
+    assert_eq!(
+        process_calls() - process_calls_before,
+        gpus * 2 * (SECONDS / PROCESSES_EVERY)
+    );
     // And the readings are all there.
     let gpu = &last.gpus[0];
     assert!(gpu.readings.sm_clock_hertz.is_some());
@@ -134,4 +146,9 @@ fn h100x8_costs_at_most_8_nvml_calls_per_gpu_per_second() {
         .iter()
         .all(|l| l.up && l.errors.len() == 4));
     assert!(gpu.gpm.gpu.is_some());
+    assert!(gpu.processes.len() >= 8);
+    assert!(gpu
+        .processes
+        .iter()
+        .all(|p| p.used_memory_bytes.is_some() && p.sm_utilization_ratio.is_some()));
 }

@@ -25,6 +25,7 @@ mod gpm;
 mod gpm_ffi;
 mod links;
 mod mig_profile;
+mod process_ffi;
 mod processes;
 mod scoped_fields;
 mod slow;
@@ -100,6 +101,8 @@ pub struct GpuDevice<'d> {
     /// The clock readings (clocks and clock-event reasons) last read, and
     /// fast ticks since: they are read once every `clocks_every` ticks.
     clocks: Option<fast::ClockReadings>,
+    /// Process-list buffer sizes, kept between process ticks.
+    capacities: process_ffi::Capacities,
 }
 
 impl Driver {
@@ -138,6 +141,7 @@ impl Driver {
                 identity: None,
                 fans: None,
                 clocks: None,
+                capacities: process_ffi::Capacities::default(),
             }),
             Err(error) => {
                 tally.count("nvmlDeviceGetHandleByIndex_v2", &error);
