@@ -261,6 +261,7 @@ fn session(
     let names =
         ProcessNames::new(settings.proc_root.clone()).with_command_lines(settings.command_lines);
     let mut reader = NodeReader::with_gpm(driver, settings.hostname.clone(), names, settings.gpm);
+    reader.set_cadence(reader::Cadence::for_interval(settings.interval));
     if let Some(reason) = reader.driver_failure() {
         return SessionEnd::Restart(reason.to_string());
     }
