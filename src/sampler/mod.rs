@@ -13,6 +13,7 @@ pub mod procnames;
 #[cfg(test)]
 mod proptests;
 pub mod reader;
+pub mod slurm;
 pub mod xid;
 
 use std::path::PathBuf;

@@ -123,6 +123,24 @@ pub struct HostProcess {
     pub user: Option<String>,
     /// The container the process runs in, from its cgroup.
     pub container: Option<Container>,
+    /// The Slurm job the process runs in, from its cgroup or (where the
+    /// cgroups do not show it) its environment.
+    pub slurm: Option<SlurmJob>,
+}
+
+/// A Slurm job, as a process on the node shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlurmJob {
+    /// The job id (`SLURM_JOB_ID`, or `job_<J>` in the cgroup path).
+    pub job_id: u64,
+    /// The step (`batch`, `extern`, `0`, ...), where known.
+    pub step: Option<String>,
+    /// The job's user, from the environment.
+    pub user: Option<String>,
+    /// The job's account, from the environment.
+    pub account: Option<String>,
+    /// The job's partition, from the environment.
+    pub partition: Option<String>,
 }
 
 /// A container runtime recognised from a cgroup path.
