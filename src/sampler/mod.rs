@@ -9,6 +9,7 @@
 
 pub mod cgroup;
 pub mod cmdline;
+pub mod hpc_jobs;
 pub mod procnames;
 #[cfg(test)]
 mod proptests;
