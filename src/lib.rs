@@ -62,8 +62,8 @@
 //! # Layers
 //! Imports go one way; `tests/layering.rs` fails on any circle between
 //! source files or between these modules. From the bottom: `gpu`,
-//! `limits`, `problem`, `timespec`, `files`, `escape` → `kubernetes` →
-//! `sampler` → `workload` → `capacity` → `exporter` (its families are the
+//! `limits`, `problem`, `timespec`, `files`, `escape` → `kubernetes`,
+//! `workload` → `sampler` → `capacity` → `exporter` (its families are the
 //! metric encoder everyone uses) → `history`, `panics` → `rules` →
 //! `outbox` → `alerting` → `notify` (receivers carry an alerting route) →
 //! `config` → `http` → `app`.

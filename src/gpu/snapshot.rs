@@ -18,9 +18,11 @@ use serde::Serialize;
 
 mod processes;
 mod readings;
+mod workloads;
 
 pub use processes::*;
 pub use readings::*;
+pub use workloads::*;
 
 /// One complete reading of the node, published by the sampler after each tick.
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +36,8 @@ pub struct Snapshot {
     pub system: Arc<SystemInfo>,
     /// Every GPU NVML enumerated, lost ones included.
     pub gpus: Vec<GpuSnapshot>,
+    /// Who used the GPUs and how well (see [`crate::workload`]).
+    pub workloads: Arc<WorkloadTable>,
     /// How the collection itself went.
     pub collection: CollectionStats,
     /// How asking the kubelet which pod holds which GPU goes; `None` where

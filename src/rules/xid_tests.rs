@@ -58,6 +58,7 @@ fn firing(steps: &[GpuSnapshot]) -> Vec<(String, Option<f64>)> {
             hostname: "node1".into(),
             system: Arc::new(SystemInfo::default()),
             gpus: vec![g.clone()],
+            workloads: Default::default(),
             collection: CollectionStats::default(),
             kubelet: None,
         };
@@ -177,6 +178,7 @@ fn recurring(after: u32, steps: &[Step]) -> Vec<bool> {
             hostname: "node1".into(),
             system: Arc::new(SystemInfo::default()),
             gpus: vec![g],
+            workloads: Default::default(),
             collection,
             kubelet: None,
         };

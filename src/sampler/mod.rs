@@ -29,6 +29,7 @@ use tracing::{error, info, warn};
 
 use crate::gpu::nvml::Driver;
 use crate::gpu::{FastReadings, GpuStatus, Snapshot};
+use crate::workload::accounting::Accounts;
 
 use procnames::ProcessNames;
 use reader::{NodeReader, Tiers};
@@ -223,6 +224,8 @@ fn run(
 ) {
     let mut driver = Some(Arc::new(driver));
     let mut backoff = settings.interval.max(Duration::from_secs(1));
+    // Kept across NVML sessions: a driver restart does not end a job.
+    let mut accounts = Accounts::default();
     loop {
         let current = match driver.take() {
             Some(current) => current,
@@ -242,7 +245,15 @@ fn run(
                 }
             },
         };
-        match session(&settings, &current, table, sender, progress, stop) {
+        match session(
+            &settings,
+            &mut accounts,
+            &current,
+            table,
+            sender,
+            progress,
+            stop,
+        ) {
             SessionEnd::Stop => return,
             SessionEnd::Restart(reason) => {
                 error!(reason = %reason, "NVML stopped working; re-initialising it.");
@@ -254,6 +265,7 @@ fn run(
 
 fn session(
     settings: &SamplerSettings,
+    accounts: &mut Accounts,
     driver: &Arc<Driver>,
     table: &XidTable,
     sender: &Outputs,
@@ -291,8 +303,10 @@ fn session(
             progress.end();
             return SessionEnd::Restart("the number of GPUs changed".into());
         }
-        let snapshot = reader.tick(tiers, Some(table));
+        let mut snapshot = reader.tick(tiers, Some(table));
         progress.end();
+        accounts.step(&snapshot);
+        snapshot.workloads = Arc::new(accounts.table());
         first = false;
         if tiers.slow {
             next_slow = started + settings.slow_interval;

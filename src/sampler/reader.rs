@@ -333,6 +333,7 @@ impl<'d> NodeReader<'d> {
             hostname: self.hostname.clone(),
             system: self.system.clone(),
             gpus,
+            workloads: Default::default(),
             collection: CollectionStats {
                 sample_duration: started.elapsed(),
                 ticks: self.ticks,

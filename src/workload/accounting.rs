@@ -21,16 +21,23 @@
 //! Intervals longer than [`MAX_INTERVAL`] (a hung driver, a stopped agent)
 //! are not charged: nobody knows who ran then.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
-
-use super::identity::{of_process, WorkloadAttributes, WorkloadKey};
-use crate::gpu::{GpuSnapshot, GpuStatus, Snapshot};
+use super::identity::of_process;
+use crate::gpu::{
+    Device, GpuSnapshot, GpuStatus, Snapshot, Workload, WorkloadAttributes, WorkloadKey,
+    WorkloadTable,
+};
 
 /// The longest interval between two snapshots that is charged.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How long an ended workload stays in the snapshot's table: long enough
+/// for four scrapes at Prometheus' usual 15 s (so `increase()` sees its
+/// last figures) and for the history writer to record it, short enough
+/// that series do not pile up with every job ever run.
+pub const ENDED_KEEP: Duration = Duration::from_secs(120);
 
 /// Most workloads followed at once; more are left out and counted
 /// ([`Accounts::left_out`]), so a node running thousands of tiny jobs
@@ -40,77 +47,6 @@ pub const MAX_LIVE: usize = 512;
 /// Clock-event reasons that are throttling (NVML bits): SW power cap, HW
 /// slowdown, SW thermal, HW thermal, HW power brake.
 const THROTTLE_REASONS: u64 = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
-
-/// A workload's use of one GPU (or MIG instance), summed since it started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Usage {
-    /// Seconds it had a context on the GPU.
-    pub gpu_seconds: f64,
-    /// Seconds × SM activity × its share of SM time.
-    pub sm_active_seconds: f64,
-    /// Its share of the GPU's energy, joules.
-    pub energy_joules: f64,
-    /// The most memory its processes held at once, bytes.
-    pub peak_memory_bytes: u64,
-    /// Xid errors counted on the GPU while it ran.
-    pub xid_errors: u64,
-    /// Seconds the GPU throttled while it ran.
-    pub throttle_seconds: f64,
-}
-
-impl Usage {
-    /// SM-active seconds per GPU-second held, 0..1; `None` before any
-    /// second was held.
-    pub fn efficiency(&self) -> Option<f64> {
-        (self.gpu_seconds > 0.0)
-            .then(|| (self.sm_active_seconds / self.gpu_seconds).clamp(0.0, 1.0))
-    }
-
-    fn add(&mut self, other: &Usage) {
-        self.gpu_seconds += other.gpu_seconds;
-        self.sm_active_seconds += other.sm_active_seconds;
-        self.energy_joules += other.energy_joules;
-        self.peak_memory_bytes = self.peak_memory_bytes.max(other.peak_memory_bytes);
-        self.xid_errors += other.xid_errors;
-        self.throttle_seconds += other.throttle_seconds;
-    }
-}
-
-/// A GPU, or a MIG instance of it, that a workload used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct Device {
-    /// NVML index.
-    pub gpu: u32,
-    /// The MIG GPU instance, where MIG is on.
-    pub gpu_instance_id: Option<u32>,
-}
-
-/// One workload: who, since when, and what it used of each device.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Workload {
-    /// Kind and id.
-    pub key: WorkloadKey,
-    /// User, account, namespace, ... as last seen.
-    pub attributes: WorkloadAttributes,
-    /// First seen on a GPU.
-    pub started: SystemTime,
-    /// Last seen on a GPU (its end, once it ended).
-    pub last_seen: SystemTime,
-    /// Use per device.
-    pub devices: BTreeMap<Device, Usage>,
-}
-
-impl Workload {
-    /// Use summed over its devices (the peak memory is the largest of one
-    /// device's).
-    pub fn total(&self) -> Usage {
-        let mut total = Usage::default();
-        for usage in self.devices.values() {
-            total.add(usage);
-        }
-        total
-    }
-}
 
 /// Where a GPU's counters stood at its previous snapshot.
 #[derive(Debug, Clone, Copy)]
@@ -124,6 +60,8 @@ struct GpuMark {
 #[derive(Debug, Default)]
 pub struct Accounts {
     live: BTreeMap<WorkloadKey, Workload>,
+    /// Ended within [`ENDED_KEEP`], oldest first.
+    ended: VecDeque<Workload>,
     marks: HashMap<u32, GpuMark>,
     left_out: u64,
 }
@@ -159,10 +97,32 @@ impl Accounts {
             .filter(|k| seen.binary_search(k).is_err())
             .cloned()
             .collect();
-        ended
+        let ended: Vec<Workload> = ended
             .into_iter()
             .filter_map(|key| self.live.remove(&key))
-            .collect()
+            .collect();
+        self.ended.extend(ended.iter().cloned());
+        while self
+            .ended
+            .front()
+            .is_some_and(|w| now.duration_since(w.last_seen).unwrap_or_default() > ENDED_KEEP)
+        {
+            self.ended.pop_front();
+        }
+        while self.ended.len() > MAX_LIVE {
+            self.ended.pop_front();
+        }
+        ended
+    }
+
+    /// The table a snapshot carries: the live workloads and those ended
+    /// within [`ENDED_KEEP`].
+    pub fn table(&self) -> WorkloadTable {
+        WorkloadTable {
+            live: self.live.values().cloned().collect(),
+            ended: self.ended.iter().cloned().collect(),
+            left_out: self.left_out,
+        }
     }
 
     fn charge_gpu(

@@ -2,74 +2,7 @@
 //! the sampler learned of the process (its Slurm job, its pod, its
 //! container, or the process itself), in that order of preference.
 
-use serde::Serialize;
-
-use crate::gpu::GpuProcess;
-
-/// What kind of thing a workload is; the most specific one known wins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkloadKind {
-    /// A Slurm job (id: the job id).
-    SlurmJob,
-    /// A Kubernetes pod (id: `namespace/name`).
-    Pod,
-    /// A container outside Kubernetes (id: the container id).
-    Container,
-    /// A plain process (id: the pid).
-    Process,
-}
-
-impl WorkloadKind {
-    /// Every kind, for `--kind` and the API's `kind=`.
-    pub const ALL: [WorkloadKind; 4] = [
-        WorkloadKind::SlurmJob,
-        WorkloadKind::Pod,
-        WorkloadKind::Container,
-        WorkloadKind::Process,
-    ];
-
-    /// The name used in labels, the CLI and the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkloadKind::SlurmJob => "slurm_job",
-            WorkloadKind::Pod => "pod",
-            WorkloadKind::Container => "container",
-            WorkloadKind::Process => "process",
-        }
-    }
-
-    /// The kind a name names (`slurm_job`, `pod`, `container`, `process`).
-    pub fn parse(name: &str) -> Option<WorkloadKind> {
-        WorkloadKind::ALL.into_iter().find(|k| k.as_str() == name)
-    }
-}
-
-/// One workload: its kind and id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct WorkloadKey {
-    /// The kind.
-    pub kind: WorkloadKind,
-    /// The id within the kind.
-    pub id: String,
-}
-
-/// What is known of a workload besides its key: shown, never part of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct WorkloadAttributes {
-    /// The user (Slurm's job user, else the process's user).
-    pub user: Option<String>,
-    /// Slurm: the account.
-    pub account: Option<String>,
-    /// Slurm: the partition.
-    pub partition: Option<String>,
-    /// Kubernetes: the namespace.
-    pub namespace: Option<String>,
-    /// Kubernetes: the pod's name.
-    pub pod: Option<String>,
-    /// A plain process's or a container's first process's name.
-    pub command: Option<String>,
-}
+use crate::gpu::{GpuProcess, WorkloadAttributes, WorkloadKey, WorkloadKind};
 
 /// The workload `process` works for, and what is known of it.
 pub fn of_process(process: &GpuProcess) -> (WorkloadKey, WorkloadAttributes) {

@@ -5,7 +5,7 @@ use super::*;
 use crate::gpu::gpm::{GpmMetrics, GpmReadings};
 use crate::gpu::testing::{gpu, snapshot};
 use crate::gpu::{FastReadings, GpuProcess, HostProcess, SlurmJob};
-use crate::workload::identity::WorkloadKind;
+use crate::gpu::{Usage, WorkloadKind};
 
 const T0: Duration = Duration::from_secs(1_800_000_000);
 
