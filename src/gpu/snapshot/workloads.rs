@@ -125,10 +125,13 @@ pub struct Workload {
     /// User, account, namespace, ... as last seen.
     pub attributes: WorkloadAttributes,
     /// First seen on a GPU.
+    #[serde(serialize_with = "super::unix_seconds")]
     pub started: SystemTime,
     /// Last seen on a GPU (its end, once it ended).
+    #[serde(serialize_with = "super::unix_seconds")]
     pub last_seen: SystemTime,
     /// Use per device.
+    #[serde(serialize_with = "device_list")]
     pub devices: BTreeMap<Device, Usage>,
 }
 
@@ -154,4 +157,24 @@ pub struct WorkloadTable {
     pub ended: Vec<Workload>,
     /// Workloads never followed because the live set was full.
     pub left_out: u64,
+}
+
+/// Devices as a JSON list (a JSON object's keys cannot be structs): each
+/// device's `gpu`, `gpu_instance_id` and usage side by side.
+fn device_list<S: serde::Serializer>(
+    devices: &BTreeMap<Device, Usage>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        #[serde(flatten)]
+        device: &'a Device,
+        #[serde(flatten)]
+        usage: &'a Usage,
+    }
+    s.collect_seq(
+        devices
+            .iter()
+            .map(|(device, usage)| Entry { device, usage }),
+    )
 }

@@ -165,3 +165,20 @@ fn live_workloads_are_bounded() {
     assert_eq!(accounts.live().count(), MAX_LIVE);
     assert_eq!(accounts.left_out(), 10);
 }
+
+/// The table is part of the snapshot's JSON (`/api/v1/snapshot`): devices
+/// as a list, times as Unix seconds.
+#[test]
+fn the_table_serializes_to_json() {
+    let mut accounts = Accounts::default();
+    for second in 0..=2 {
+        let gpus = vec![busy_gpu(1, vec![job_process(10, 7, None, 5)], 0.5, 0.0)];
+        accounts.step(&snapshot(at(f64::from(second)), gpus));
+    }
+    let json = serde_json::to_value(accounts.table()).expect("serializes");
+    let workload = &json["live"][0];
+    assert_eq!(workload["key"]["kind"], "slurm_job");
+    assert_eq!(workload["devices"][0]["gpu"], 1);
+    assert_eq!(workload["devices"][0]["gpu_seconds"], 2.0);
+    assert_eq!(workload["started"], (T0.as_secs()) as f64);
+}
