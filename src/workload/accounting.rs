@@ -3,7 +3,9 @@
 //! exporter, history, rules and the web view alike.
 //!
 //! For the interval between two snapshots of a GPU, each workload with a
-//! process on it is charged:
+//! process on it at both ends is charged (one that appears or goes within
+//! an interval is not charged for that part of it: at most one tick, and
+//! the process lists themselves are read every `process_interval`):
 //! - **GPU-seconds held**: the interval, whole (a GPU shared by two
 //!   workloads counts for both: held is held);
 //! - **SM-active seconds**: the interval × the GPU's SM activity (GPM's
@@ -63,6 +65,8 @@ pub struct Accounts {
     /// Ended within [`ENDED_KEEP`], oldest first.
     ended: VecDeque<Workload>,
     marks: HashMap<u32, GpuMark>,
+    /// The workloads on each GPU at its previous snapshot, sorted.
+    present: HashMap<u32, Vec<(WorkloadKey, Device)>>,
     left_out: u64,
 }
 
@@ -89,6 +93,7 @@ impl Accounts {
         let current: std::collections::BTreeSet<u32> =
             snapshot.gpus.iter().map(|g| g.index).collect();
         self.marks.retain(|gpu, _| current.contains(gpu));
+        self.present.retain(|gpu, _| current.contains(gpu));
         seen.sort_unstable();
         seen.dedup();
         let ended: Vec<WorkloadKey> = self
@@ -154,6 +159,9 @@ impl Accounts {
                 .memory
                 .saturating_add(process.used_memory_bytes.unwrap_or(0));
         }
+        let before = self.present.remove(&gpu.index).unwrap_or_default();
+        self.present
+            .insert(gpu.index, groups.keys().cloned().collect());
         if groups.is_empty() {
             return;
         }
@@ -191,6 +199,12 @@ impl Accounts {
             let Some((previous, elapsed)) = interval.filter(|(_, d)| *d <= MAX_INTERVAL) else {
                 continue;
             };
+            if !before
+                .iter()
+                .any(|(k, d)| *k == workload.key && *d == device)
+            {
+                continue;
+            }
             let share = if sm_total > 0.0 {
                 group.sm / sm_total
             } else {
