@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod alerts;
 pub mod history;
+pub mod jobs;
 pub mod silence;
 mod storage;
 
