@@ -90,10 +90,7 @@ pub async fn workloads(
     let mut out = Vec::new();
     for row in &rows {
         let record = record(row)?;
-        let on_gpu = filter
-            .gpu
-            .is_none_or(|gpu| record.gpus.iter().any(|g| gpu_index(g) == Some(gpu)));
-        if on_gpu {
+        if record.matches(filter) {
             out.push(record);
             if out.len() as i64 >= filter.limit {
                 break;
@@ -133,6 +130,52 @@ fn record(row: &sqlx::sqlite::SqliteRow) -> Result<WorkloadRecord, sqlx::Error> 
         xid_errors: row.try_get("xid_errors")?,
         throttle_seconds: row.try_get("throttle_seconds")?,
     })
+}
+
+impl WorkloadRecord {
+    /// The record of a workload running now, from the snapshot's table
+    /// (fresher than its row, which is written once a minute).
+    pub fn live(workload: &crate::gpu::Workload) -> WorkloadRecord {
+        let row = super::recorder::WorkloadRow::new(workload, false);
+        let [user, account, partition, namespace, pod, command] = row.attributes;
+        WorkloadRecord {
+            kind: row.kind.to_string(),
+            id: row.id,
+            user,
+            account,
+            partition,
+            namespace,
+            pod,
+            command,
+            gpus: row
+                .gpus
+                .split(',')
+                .filter(|g| !g.is_empty())
+                .map(str::to_string)
+                .collect(),
+            started: row.started_ms as f64 / 1000.0,
+            ended: None,
+            gpu_seconds: row.gpu_seconds,
+            sm_active_seconds: row.sm_active_seconds,
+            energy_joules: row.energy_joules,
+            peak_memory_bytes: row.peak_memory_bytes,
+            efficiency: workload.total().efficiency(),
+            xid_errors: row.xid_errors,
+            throttle_seconds: row.throttle_seconds,
+        }
+    }
+
+    /// Whether `filter` (kind, user, GPU; not the times) takes it.
+    pub fn matches(&self, filter: &WorkloadFilter) -> bool {
+        filter.kind.is_none_or(|k| k.as_str() == self.kind)
+            && filter
+                .user
+                .as_deref()
+                .is_none_or(|u| self.user.as_deref() == Some(u))
+            && filter
+                .gpu
+                .is_none_or(|gpu| self.gpus.iter().any(|g| gpu_index(g) == Some(gpu)))
+    }
 }
 
 /// The GPU index of a `gpus` entry (`3` or `3.1`).
