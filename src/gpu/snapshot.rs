@@ -119,6 +119,10 @@ pub struct GpuSnapshot {
     /// Kubernetes containers the kubelet allocated this GPU (or one of its
     /// MIG instances) to, refreshed on the process interval.
     pub pods: Arc<Vec<PodAllocation>>,
+    /// The Slurm jobs an HPC job mapping directory names for this GPU
+    /// (`gpu_instance_id` set for a MIG instance's file), where one is
+    /// configured (`[workloads] hpc_job_mapping_dir`).
+    pub hpc_jobs: Arc<Vec<MappedJob>>,
     /// Xid errors seen since the agent started, by code.
     pub xid_errors: Arc<Vec<XidCount>>,
     /// Which field groups succeeded on their last read.
@@ -201,6 +205,7 @@ impl GpuSnapshot {
             processes: Arc::default(),
             mig_instances: Arc::default(),
             pods: Arc::default(),
+            hpc_jobs: Arc::default(),
             xid_errors: Arc::default(),
             groups: BTreeMap::new(),
             gpm: Arc::default(),

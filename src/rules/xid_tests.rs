@@ -34,6 +34,7 @@ fn gpu(xids: &[(u64, u64)], remap: bool) -> GpuSnapshot {
         processes: Arc::default(),
         mig_instances: Arc::default(),
         pods: Arc::default(),
+        hpc_jobs: Arc::default(),
         xid_errors: Arc::new(
             xids.iter()
                 .map(|(code, count)| XidCount {

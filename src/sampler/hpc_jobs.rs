@@ -13,7 +13,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use std::sync::Arc;
+
 use crate::files::{read_bounded_string, FileError};
+use crate::gpu::{GpuSnapshot, MappedJob};
 
 /// Most files looked at in the directory (a node has at most a few dozen
 /// GPUs and MIG instances).
@@ -79,6 +82,44 @@ impl HpcJobs {
                 gpu_instance_id,
             })
             .map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Sets `gpu.hpc_jobs` from `jobs`, and the mapped job of each of its
+/// processes that shows no Slurm job of its own, where its device (the GPU,
+/// or its MIG instance) is named with exactly one job.
+pub fn attribute(gpu: &mut GpuSnapshot, jobs: &HpcJobs) {
+    let named: Vec<MappedJob> = jobs
+        .jobs
+        .range(
+            MappedDevice {
+                gpu: gpu.index,
+                gpu_instance_id: None,
+            }..=MappedDevice {
+                gpu: gpu.index,
+                gpu_instance_id: Some(u32::MAX),
+            },
+        )
+        .flat_map(|(device, ids)| {
+            ids.iter().map(|job| MappedJob {
+                gpu_instance_id: device.gpu_instance_id,
+                job: job.clone(),
+            })
+        })
+        .collect();
+    let mapped_before = gpu.processes.iter().any(|p| p.mapped_job.is_some());
+    if named.is_empty() && gpu.hpc_jobs.is_empty() && !mapped_before {
+        return; // nothing named, nothing to undo: no copy of the list
+    }
+    gpu.hpc_jobs = Arc::new(named);
+    let index = gpu.index;
+    for process in Arc::make_mut(&mut gpu.processes) {
+        let own = process.host.as_ref().is_some_and(|h| h.slurm.is_some());
+        let on_device = jobs.for_device(index, process.gpu_instance_id);
+        process.mapped_job = match on_device {
+            [only] if !own => Some(only.clone()),
+            _ => None,
+        };
     }
 }
 
@@ -268,6 +309,69 @@ mod tests {
             .expect("listed");
         assert!(jobs.jobs.is_empty());
         assert_eq!(jobs.skipped.len(), 2, "{:?}", jobs.skipped);
+    }
+
+    /// A process with no Slurm job of its own takes the one job its device
+    /// is mapped to; one with its own job keeps it; a device shared by two
+    /// mapped jobs names none; the GPU lists what its files say.
+    #[test]
+    fn processes_take_the_single_job_of_their_device() {
+        use crate::gpu::{GpuProcess, HostProcess, SlurmJob};
+        let mut jobs = HpcJobs::default();
+        jobs.jobs.insert(device(0, None), vec!["4242001".into()]);
+        jobs.jobs
+            .insert(device(0, Some(1)), vec!["4242002".into(), "4242003".into()]);
+        jobs.jobs.insert(device(1, None), vec!["4242009".into()]);
+        let own = SlurmJob {
+            job_id: 77,
+            step: None,
+            user: None,
+            account: None,
+            partition: None,
+        };
+        let mut gpu = crate::gpu::testing::gpu(0);
+        gpu.processes = Arc::new(vec![
+            GpuProcess {
+                pid: 1,
+                ..GpuProcess::default()
+            },
+            GpuProcess {
+                pid: 2,
+                host: Some(Arc::new(HostProcess {
+                    slurm: Some(own),
+                    ..HostProcess::default()
+                })),
+                ..GpuProcess::default()
+            },
+            GpuProcess {
+                pid: 3,
+                gpu_instance_id: Some(1),
+                ..GpuProcess::default()
+            },
+        ]);
+        attribute(&mut gpu, &jobs);
+        let mapped: Vec<Option<&str>> = gpu
+            .processes
+            .iter()
+            .map(|p| p.mapped_job.as_deref())
+            .collect();
+        assert_eq!(mapped, [Some("4242001"), None, None]);
+        let named: Vec<(Option<u32>, &str)> = gpu
+            .hpc_jobs
+            .iter()
+            .map(|j| (j.gpu_instance_id, j.job.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                (None, "4242001"),
+                (Some(1), "4242002"),
+                (Some(1), "4242003")
+            ]
+        );
+        // The epilog removed the files: the mapping is undone.
+        attribute(&mut gpu, &HpcJobs::default());
+        assert!(gpu.hpc_jobs.is_empty() && gpu.processes.iter().all(|p| p.mapped_job.is_none()));
     }
 
     #[test]

@@ -30,6 +30,7 @@ use tracing::{error, info, warn};
 use crate::gpu::nvml::Driver;
 use crate::gpu::{FastReadings, GpuStatus, Snapshot};
 use crate::workload::accounting::Accounts;
+use hpc_jobs::HpcJobMap;
 
 use procnames::ProcessNames;
 use reader::{NodeReader, Tiers};
@@ -98,6 +99,9 @@ pub struct SamplerSettings {
     pub pods: Option<crate::kubernetes::watcher::PodAllocationsReceiver>,
     /// Whether GPM is sampled (`sampler.gpm`).
     pub gpm: bool,
+    /// dcgm-exporter's HPC job mapping directory, where one is read
+    /// (`[workloads] hpc_job_mapping_dir`).
+    pub hpc_job_mapping_dir: Option<PathBuf>,
 }
 
 /// When the current tick started (ms since the epoch), or 0 between ticks:
@@ -286,6 +290,8 @@ fn session(
             None
         }
     };
+    let mut hpc = settings.hpc_job_mapping_dir.clone().map(HpcJobMap::new);
+    let mut hpc_warned = false;
     let mut next_slow = Instant::now();
     let mut next_processes = Instant::now();
     let mut first = true;
@@ -297,6 +303,23 @@ fn session(
         };
         if let Some(pods) = &settings.pods {
             reader.set_pod_allocations(pods.borrow().clone());
+        }
+        if let (true, Some(map)) = (tiers.processes, hpc.as_mut()) {
+            match map.refresh() {
+                Ok(jobs) => {
+                    if !jobs.skipped.is_empty() && !hpc_warned {
+                        warn!(skipped = ?jobs.skipped, "Some files of the HPC job mapping directory are not GPU job files; they are ignored.");
+                    }
+                    hpc_warned = !jobs.skipped.is_empty() || jobs.truncated;
+                    reader.set_hpc_jobs(Arc::new(jobs));
+                }
+                Err(error) => {
+                    if !hpc_warned {
+                        warn!(error = %error, "Slurm jobs are not read from the HPC job mapping directory.");
+                    }
+                    hpc_warned = true;
+                }
+            }
         }
         progress.begin();
         if tiers.slow && !first && reader.device_count_changed() {

@@ -24,6 +24,9 @@ pub fn of_process(process: &GpuProcess) -> (WorkloadKey, WorkloadAttributes) {
             attributes,
         );
     }
+    if let Some(job) = &process.mapped_job {
+        return (key(WorkloadKind::SlurmJob, job.clone()), attributes);
+    }
     if let Some(pod) = &process.pod {
         attributes.namespace = Some(pod.namespace.clone());
         attributes.pod = Some(pod.pod.clone());

@@ -70,6 +70,19 @@ pub struct GpuProcess {
     /// The Kubernetes container the process belongs to, by the kubelet's
     /// device allocations (see [`crate::kubernetes::attribute`]).
     pub pod: Option<Arc<PodContainer>>,
+    /// The Slurm job the HPC job mapping directory names for the process's
+    /// GPU (or MIG instance), when it names exactly one and the process
+    /// shows none of its own.
+    pub mapped_job: Option<String>,
+}
+
+/// A job an HPC job mapping directory names for a GPU or MIG instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MappedJob {
+    /// The MIG GPU instance, for an instance's file.
+    pub gpu_instance_id: Option<u32>,
+    /// The job id as written.
+    pub job: String,
 }
 
 /// A Kubernetes container by name, as the kubelet reports it.
