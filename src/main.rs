@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use gpuwatch::app::alerts::AlertsOptions;
 use gpuwatch::app::history::{DbOptions, EventsOptions, HistoryOptions, ListFormat, OutputFormat};
+use gpuwatch::app::jobs::{JobsFormat, JobsOptions, JobsSort};
 use gpuwatch::app::npd::HealthOptions;
 use gpuwatch::app::silence::{AddOptions, AgentOptions};
 use gpuwatch::app::{self, RunOptions, SourceOptions};
@@ -109,6 +110,32 @@ enum Command {
         /// Output format (table or json).
         #[arg(long, value_enum, default_value = "table")]
         format: ListFormat,
+    },
+    /// Who used the GPUs and how well: one line per workload (Slurm job, pod, container, process) with GPU time held, SM-active time, efficiency and energy.
+    Jobs {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Start: a duration ago (1d) or a time.
+        #[arg(long, default_value = "1d")]
+        since: String,
+        /// End (default now).
+        #[arg(long, default_value = "now")]
+        until: String,
+        /// Only this kind: slurm_job, pod, container, process.
+        #[arg(long)]
+        kind: Option<String>,
+        /// Only this user.
+        #[arg(long)]
+        user: Option<String>,
+        /// Only workloads that used this GPU (index).
+        #[arg(long)]
+        gpu: Option<u32>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: JobsFormat,
+        /// Order: started (newest first), efficiency (worst first), held (most first).
+        #[arg(long, value_enum, default_value = "started")]
+        sort: JobsSort,
     },
     /// Show the alerts (pending, firing, recently resolved) and their history, from the history database.
     Alerts {
@@ -402,6 +429,26 @@ fn main() -> ExitCode {
             gpu,
             kind,
             format,
+        })
+        .map(|()| true),
+        Command::Jobs {
+            db,
+            since,
+            until,
+            kind,
+            user,
+            gpu,
+            format,
+            sort,
+        } => app::jobs::jobs(JobsOptions {
+            db: db.into(),
+            since,
+            until,
+            kind,
+            user,
+            gpu,
+            format,
+            sort,
         })
         .map(|()| true),
         Command::Alerts {

@@ -30,6 +30,16 @@ pub struct RawConfig {
     pub kubernetes: Option<RawKubernetes>,
     /// `[health]`.
     pub health: Option<RawHealth>,
+    /// `[workloads]`.
+    pub workloads: Option<RawWorkloads>,
+}
+
+/// `[workloads]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkloads {
+    /// dcgm-exporter's HPC job mapping directory; "" for none.
+    pub hpc_job_mapping_dir: Option<Spanned<PathBuf>>,
 }
 
 /// `[health]`.

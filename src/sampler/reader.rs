@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::hpc_jobs::HpcJobs;
 use crate::gpu::nvml::{Driver, GpuDevice, Tally};
 use crate::gpu::{
     CollectionStats, FastReadings, FieldGroup, GpuIdentity, GpuProcess, GpuSnapshot, GpuStatus,
@@ -92,6 +93,8 @@ struct GpuSlot<'d> {
     processes: Arc<Vec<GpuProcess>>,
     mig_instances: Arc<Vec<crate::gpu::MigInstance>>,
     pods: Arc<Vec<PodAllocation>>,
+    /// The jobs the HPC job mapping directory names for this GPU.
+    hpc_jobs: Arc<Vec<crate::gpu::MappedJob>>,
     /// Timestamp (µs) of the newest process-utilization sample seen.
     utilization_seen: u64,
     groups: BTreeMap<FieldGroup, bool>,
@@ -110,6 +113,10 @@ pub struct NodeReader<'d> {
     pods: Option<Arc<PodAllocations>>,
     /// Whether they changed since processes were last matched to them.
     pods_changed: bool,
+    /// The HPC job mapping directory's latest contents, where one is read.
+    hpc: Option<Arc<HpcJobs>>,
+    /// Whether they changed since processes were last matched to them.
+    hpc_changed: bool,
     tally: Tally,
     ticks: u64,
     /// Whether GPM is sampled (`sampler.gpm`).
@@ -138,6 +145,8 @@ impl<'d> NodeReader<'d> {
             names,
             pods: None,
             pods_changed: false,
+            hpc: None,
+            hpc_changed: false,
             tally,
             ticks: 0,
             gpm,
@@ -200,6 +209,7 @@ impl<'d> NodeReader<'d> {
                     processes: Arc::default(),
                     mig_instances: Arc::default(),
                     pods: Arc::default(),
+                    hpc_jobs: Arc::default(),
                     utilization_seen: 0,
                     groups: BTreeMap::new(),
                 };
@@ -239,6 +249,15 @@ impl<'d> NodeReader<'d> {
         if !self.pods.as_ref().is_some_and(|p| Arc::ptr_eq(p, &pods)) {
             self.pods = Some(pods);
             self.pods_changed = true;
+        }
+    }
+
+    /// Sets what the HPC job mapping directory says; the next tick matches
+    /// the processes to it when it changed.
+    pub fn set_hpc_jobs(&mut self, jobs: Arc<HpcJobs>) {
+        if self.hpc.as_deref() != Some(&*jobs) {
+            self.hpc = Some(jobs);
+            self.hpc_changed = true;
         }
     }
 
@@ -366,6 +385,7 @@ impl<'d> NodeReader<'d> {
                 },
                 mig_instances: slot.mig_instances.clone(),
                 pods: slot.pods.clone(),
+                hpc_jobs: slot.hpc_jobs.clone(),
                 xid_errors,
                 groups: slot.groups.clone(),
                 gpm,
@@ -379,6 +399,18 @@ impl<'d> NodeReader<'d> {
                 // processes; its slot keeps the last list for when it is back.
                 for (slot, gpu) in self.slots.iter_mut().zip(&gpus) {
                     slot.pods = gpu.pods.clone();
+                    if gpu.is_up() {
+                        slot.processes = gpu.processes.clone();
+                    }
+                }
+            }
+        }
+        if tiers.processes || self.hpc_changed {
+            if let Some(jobs) = &self.hpc {
+                self.hpc_changed = false;
+                for (slot, gpu) in self.slots.iter_mut().zip(&mut gpus) {
+                    super::hpc_jobs::attribute(gpu, jobs);
+                    slot.hpc_jobs = gpu.hpc_jobs.clone();
                     if gpu.is_up() {
                         slot.processes = gpu.processes.clone();
                     }
@@ -406,6 +438,7 @@ impl<'d> NodeReader<'d> {
             hostname: self.hostname.clone(),
             system: self.system.clone(),
             gpus,
+            workloads: Default::default(),
             collection: CollectionStats {
                 sample_duration: started.elapsed(),
                 ticks: self.ticks,
