@@ -115,8 +115,14 @@ pub struct GpuSnapshot {
     /// Kubernetes containers the kubelet allocated this GPU (or one of its
     /// MIG instances) to, refreshed on the process interval.
     pub pods: Arc<Vec<PodAllocation>>,
-    /// Xid errors seen since the agent started, by code.
+    /// Xid errors seen since the agent started, by code: every code NVIDIA's
+    /// catalog knows and the first few unknown ones
+    /// (`crate::sampler::xid::MAX_UNKNOWN_XID_CODES`).
     pub xid_errors: Arc<Vec<XidCount>>,
+    /// Xid errors of the unknown codes past that bound, counted together
+    /// (`xid="other"`), so that a flood of made-up codes cannot grow the
+    /// series, the API or memory without bound. `None` until one arrives.
+    pub xid_other: Option<XidFolded>,
     /// Which field groups succeeded on their last read.
     pub groups: BTreeMap<FieldGroup, bool>,
     /// GPM figures (SM activity, pipes, DRAM, PCIe, NVLink), per GPU and MIG instance.
@@ -128,6 +134,17 @@ pub struct GpuSnapshot {
 pub struct XidCount {
     /// The Xid code, e.g. 79 ("GPU has fallen off the bus").
     pub code: u64,
+    /// Events seen since the agent started.
+    pub count: u64,
+    /// When the last one arrived.
+    #[serde(serialize_with = "unix_seconds")]
+    pub last_seen: SystemTime,
+}
+
+/// Xid errors of codes past a GPU's bound on distinct codes, counted
+/// together: how many, and when the last arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct XidFolded {
     /// Events seen since the agent started.
     pub count: u64,
     /// When the last one arrived.
@@ -198,6 +215,7 @@ impl GpuSnapshot {
             mig_instances: Arc::default(),
             pods: Arc::default(),
             xid_errors: Arc::default(),
+            xid_other: None,
             groups: BTreeMap::new(),
             gpm: Arc::default(),
         }

@@ -73,9 +73,13 @@ impl GpuDevice<'_> {
             Vec::new()
         };
         let values = self.scoped_field_values(group, &batch(&traffic_links), tally);
-        let recovery_action = values
+        // A value beyond NVML's 0-4 is kept as "unknown" with its raw
+        // value, never dropped: the driver asks for something.
+        let recovery_action_value = values
             .get(id::RECOVERY_ACTION, 0)
-            .and_then(|v| recovery_action_name(v as u64));
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| v as u64);
+        let recovery_action = recovery_action_value.map(recovery_action_name);
         // KiB counters (integral values held in an f64 up to 2^53 KiB = 8 EiB).
         let bytes = |field, link| {
             values
@@ -94,6 +98,7 @@ impl GpuDevice<'_> {
         let health = LinkHealth {
             nvlink,
             recovery_action,
+            recovery_action_value,
         };
         (health, traffic)
     }
