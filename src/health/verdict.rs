@@ -427,4 +427,58 @@ mod tests {
         ));
         assert_eq!(sick.state, State::Unhealthy);
     }
+
+    #[test]
+    fn a_recovery_action_beyond_nvmls_is_unhealthy_with_its_raw_value() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        for raw in [7u64, 4_294_967_295] {
+            let health = SlowReadings {
+                links: LinkHealth {
+                    nvlink: vec![],
+                    recovery_action: Some(crate::gpu::links::recovery_action_name(raw)),
+                    recovery_action_value: Some(raw),
+                },
+                ..SlowReadings::default()
+            };
+            let v = verdict(&gpu(health, vec![]), now);
+            assert_eq!(v.state, State::Unhealthy, "value {raw}");
+            assert_eq!(v.reasons[0].source, "recovery_action");
+            assert_eq!(v.reasons[0].action, "unknown");
+            assert!(
+                v.reasons[0].text.contains(&format!("value {raw}")),
+                "{:?}",
+                v.reasons
+            );
+        }
+    }
+
+    #[test]
+    fn an_xid_beyond_the_catalog_gets_no_advice() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        let v = verdict(&gpu(SlowReadings::default(), vec![xid(100_000, now)]), now);
+        assert_eq!(v.state, State::Degraded);
+        assert_eq!(v.reasons[0].action, NO_ADVICE);
+        assert!(v.reasons[0].text.contains("not in NVIDIA's catalog"));
+    }
+
+    #[test]
+    fn folded_xids_degrade_for_30_minutes_without_advice() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        let folded = |last_seen| GpuSnapshot {
+            xid_other: Some(crate::gpu::XidFolded {
+                count: 968,
+                last_seen,
+            }),
+            ..gpu(SlowReadings::default(), vec![])
+        };
+        let v = verdict(&folded(now), now);
+        assert_eq!(v.state, State::Degraded);
+        assert_eq!(
+            (v.reasons[0].source, v.reasons[0].action.as_str()),
+            ("xid", NO_ADVICE)
+        );
+        assert!(v.reasons[0].text.contains("968"), "{:?}", v.reasons);
+        let old = now - XID_WINDOW - Duration::from_secs(1);
+        assert_eq!(verdict(&folded(old), now).state, State::Healthy);
+    }
 }
