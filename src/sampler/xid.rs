@@ -77,16 +77,14 @@ struct Recent {
     occurrence: XidOccurrence,
     /// The other source has reported it too.
     confirmed: bool,
-    /// Given to consumers (history, the event list): all but the
-    /// occurrences of folded codes after a GPU's first, which stay (in
-    /// their own ring) only to pair the two sources' reports of one error.
-    shown: bool,
 }
 
 #[derive(Debug, Default)]
 struct State {
     counts: HashMap<u32, GpuCounts>,
-    /// Recent occurrences, oldest first.
+    /// Recent occurrences consumers see (history events, the event list),
+    /// oldest first: all but the occurrences of folded codes after a GPU's
+    /// first.
     recent: VecDeque<Recent>,
     /// Recent occurrences of folded codes that consumers do not see, kept
     /// only to pair the two sources' reports of one error.
@@ -167,7 +165,6 @@ impl State {
         ring.push_back(Recent {
             occurrence,
             confirmed: false,
-            shown,
         });
     }
 
@@ -382,14 +379,7 @@ impl XidTable {
             sxid: Arc::new(state.sxid.values().cloned().collect()),
             xid_folded: state.xid_folded,
             sxid_folded: state.sxid_folded,
-            recent_xid: Arc::new(
-                state
-                    .recent
-                    .iter()
-                    .filter(|r| r.shown)
-                    .map(|r| r.occurrence.clone())
-                    .collect(),
-            ),
+            recent_xid: Arc::new(state.recent.iter().map(|r| r.occurrence.clone()).collect()),
         }
     }
 }
