@@ -107,6 +107,14 @@ fn a_thousand_made_up_xid_codes_stay_bounded_in_metrics_and_the_api() {
         "/api/v1/gpus is {} bytes",
         body.len()
     );
+    eprintln!(
+        "after {} Xids of {} codes: /metrics {} bytes, {} Xid series on GPU 0; /api/v1/gpus {} bytes",
+        FLOOD + 1,
+        FLOOD + 1,
+        metrics.text.len(),
+        series.len(),
+        body.len()
+    );
     let gpus: serde_json::Value = serde_json::from_str(&body).expect("JSON");
     let first = gpus
         .as_array()
