@@ -8,8 +8,9 @@
 //! blocking, takes only regular files (after following symlinks: Kubernetes
 //! Secret volumes and certbot's `live/` are symlinks) and reads at most the
 //! limit given, so a wrong path is an error that names it, never a hang or
-//! an allocation failure. procfs and sysfs reads (the sampler's) are of
-//! another kind and do not come here.
+//! an allocation failure. [`read_prefix`] reads the first bytes of a file
+//! of any size the same way (sysfs attributes of the PCI scan). Other procfs
+//! and sysfs reads (the sampler's) are of another kind and do not come here.
 
 use std::fs::File;
 use std::io::Read;
@@ -78,6 +79,47 @@ impl FileError {
 /// it) and at most `max_bytes + 1` bytes are ever read, even from a file
 /// that grows while it is read.
 pub fn read_bounded(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
+    let (file, metadata) = open_regular(path)?;
+    let too_large = || FileError::TooLarge {
+        path: path.to_path_buf(),
+        limit: max_bytes,
+    };
+    if metadata.len() > max_bytes {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+    read_at_most(file, max_bytes.saturating_add(1), &mut bytes).map_err(|source| {
+        FileError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// The first `max_bytes` of `path`, a regular file (symlinks followed),
+/// whatever its size: for sysfs attributes (`vendor`, `class`), whose size
+/// the kernel reports as a page whatever they hold, and whose value is in
+/// their first bytes. Opening never blocks and no more than `max_bytes` is
+/// ever read, so a FIFO, `/dev/zero` or a 500 MB file in their place costs
+/// nothing.
+pub fn read_prefix(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
+    let (file, _) = open_regular(path)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(max_bytes.min(4096)).unwrap_or(0));
+    read_at_most(file, max_bytes, &mut bytes).map_err(|source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(bytes)
+}
+
+/// Opens `path` for reading without blocking (`O_NONBLOCK`: a FIFO without
+/// a writer does not hang the open) and checks, on the open file, that it
+/// is a regular file.
+fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), FileError> {
     let io = |source| FileError::Io {
         path: path.to_path_buf(),
         source,
@@ -108,19 +150,7 @@ pub fn read_bounded(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
             what,
         });
     }
-    let too_large = || FileError::TooLarge {
-        path: path.to_path_buf(),
-        limit: max_bytes,
-    };
-    if metadata.len() > max_bytes {
-        return Err(too_large());
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
-    read_at_most(file, max_bytes, &mut bytes).map_err(io)?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(too_large());
-    }
-    Ok(bytes)
+    Ok((file, metadata))
 }
 
 /// [`read_bounded`], as UTF-8 text.
@@ -130,12 +160,10 @@ pub fn read_bounded_string(path: &Path, max_bytes: u64) -> Result<String, FileEr
     })
 }
 
-/// Reads up to `max_bytes + 1` bytes: one more than allowed tells a file
-/// that grew past the limit from one that fills it exactly.
-fn read_at_most(file: File, max_bytes: u64, into: &mut Vec<u8>) -> std::io::Result<()> {
-    file.take(max_bytes.saturating_add(1))
-        .read_to_end(into)
-        .map(|_| ())
+/// Reads at most `limit` bytes (callers that must tell "fills the limit"
+/// from "grew past it" ask for one more).
+fn read_at_most(file: File, limit: u64, into: &mut Vec<u8>) -> std::io::Result<()> {
+    file.take(limit).read_to_end(into).map(|_| ())
 }
 
 #[cfg(test)]

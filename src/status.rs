@@ -105,6 +105,7 @@ pub fn render(snapshot: &Snapshot) -> String {
             .xid_errors
             .iter()
             .map(|x| format!("{}x{}", x.code, x.count))
+            .chain(gpu.xid_other.map(|o| format!("otherx{}", o.count)))
             .collect();
         let _ = writeln!(
             out,
@@ -168,7 +169,7 @@ pub fn render(snapshot: &Snapshot) -> String {
                 truncate(p.name.as_deref().unwrap_or("?"), 24),
                 p.used_memory_bytes
                     .map_or_else(dash, |b| format!("{:.0} MiB", b as f64 / MIB)),
-                extra.join("  ")
+                crate::escape::control_chars(&extra.join("  "))
             );
         }
     }
@@ -300,7 +301,11 @@ fn activity(m: &crate::gpu::gpm::GpmMetrics) -> String {
     )
 }
 
+/// `text` cut to `width` characters, its control characters escaped first
+/// (process and GPU names come from outside: a name must not carry
+/// terminal escapes to the screen).
 fn truncate(text: &str, width: usize) -> String {
+    let text = crate::escape::control_chars(text);
     if text.chars().count() <= width {
         text.to_string()
     } else {
@@ -316,5 +321,32 @@ fn health_text(gpu: &crate::gpu::GpuSnapshot) -> String {
     match v.reasons.first() {
         Some(reason) => format!("{} ({}; {})", v.state.as_str(), reason.text, reason.action),
         None => v.state.as_str().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use crate::gpu::{testing, GpuProcess, GpuSnapshot};
+
+    #[test]
+    fn terminal_escapes_in_process_names_are_escaped() {
+        let process = GpuProcess {
+            pid: 4242,
+            name: Some("\u{1b}]0;owned\u{7}\u{1b}[2J".into()),
+            ..GpuProcess::default()
+        };
+        let gpu = GpuSnapshot {
+            processes: Arc::new(vec![process]),
+            ..testing::gpu(0)
+        };
+        let text = super::render(&testing::snapshot(SystemTime::UNIX_EPOCH, vec![gpu]));
+        assert!(
+            !text.contains(['\u{1b}', '\u{7}']),
+            "raw control characters reach the terminal: {text:?}"
+        );
+        assert!(text.contains("\\u{1b}]0;owned"), "{text}");
     }
 }

@@ -165,3 +165,60 @@ fn a_busy_gpu_on_a_narrowed_pcie_link_fires_gpu_pcie_degraded_and_an_idle_one_do
     );
     assert!(agent.terminate().success());
 }
+
+#[test]
+fn a_recovery_action_beyond_nvmls_makes_the_gpu_unhealthy_with_its_raw_value() {
+    // Field 230 answers 7 (GPU 0) and 4294967295 (GPU 1): before, both
+    // dropped the series and left the GPUs healthy.
+    let scenario = common::fixture("scenarios/recovery-unknown.toml");
+    let agent = Agent::start(scenario.to_str().expect("utf-8"), &[], &[]);
+    let metrics = agent.wait_for("GpuRecoveryActionRequired on GPUs 0 and 1", LONG, |m| {
+        firing(m, "GpuRecoveryActionRequired", "0") && firing(m, "GpuRecoveryActionRequired", "1")
+    });
+    for (gpu, raw) in [("0", "7"), ("1", "4294967295")] {
+        assert_eq!(
+            metrics.value(
+                "gpuwatch_recovery_action",
+                &[("gpu", gpu), ("action", "unknown"), ("value", raw)]
+            ),
+            Some(1.0),
+            "{}",
+            metrics.text
+        );
+        assert_eq!(
+            metrics.value(
+                "gpuwatch_gpu_health",
+                &[("gpu", gpu), ("state", "unhealthy")]
+            ),
+            Some(1.0)
+        );
+    }
+    assert_eq!(
+        metrics.value(
+            "gpuwatch_recovery_action",
+            &[("gpu", "2"), ("action", "none")]
+        ),
+        Some(1.0)
+    );
+    assert!(!firing(&metrics, "GpuRecoveryActionRequired", "2"));
+    let (status, body) = agent.get("/api/v1/health");
+    assert_eq!(status, 200, "{body}");
+    let health: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    for (gpu, raw) in [(0, "7"), (1, "4294967295")] {
+        let reason = &health["gpus"][gpu]["reasons"][0];
+        assert_eq!(health["gpus"][gpu]["state"], "unhealthy", "{health}");
+        assert_eq!(
+            (reason["source"].as_str(), reason["action"].as_str()),
+            (Some("recovery_action"), Some("unknown")),
+            "{health}"
+        );
+        assert!(
+            reason["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(&format!("value {raw}"))),
+            "{health}"
+        );
+    }
+    assert_eq!(health["gpus"][2]["state"], "healthy", "{health}");
+    assert!(agent.terminate().success());
+}

@@ -119,3 +119,46 @@ fn every_gpu_on_the_bus_listed_by_nvml_stays_quiet() {
     let status = agent.terminate();
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn a_fifo_as_a_vendor_file_does_not_hang_gpuwatch_status() {
+    // Before, `gpuwatch status --config` opened the FIFO blocking and
+    // waited for a writer forever; now the device is skipped.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tree = dir.path().join("pci");
+    pci_tree(&tree, &["0000:9a:00.0"]);
+    let odd = tree.join("0000:9b:00.0");
+    std::fs::create_dir_all(&odd).expect("mkdir");
+    let made = std::process::Command::new("mkfifo")
+        .arg(odd.join("vendor"))
+        .status()
+        .expect("mkfifo (coreutils) runs");
+    assert!(made.success(), "mkfifo failed");
+    std::fs::write(odd.join("class"), "0x030200\n").expect("class");
+    let config = pci_config(dir.path(), &tree);
+    let mut child = std::process::Command::new(common::binary())
+        .args(["status", "--simulate", "health", "--config"])
+        .arg(&config)
+        .env("XDG_STATE_HOME", dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run gpuwatch status");
+    let deadline = std::time::Instant::now() + LONG;
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("gpuwatch status still runs after {LONG:?}: the PCI scan hangs on the FIFO");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("output");
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{out}");
+    assert!(
+        out.contains("PCI bus: 5 NVIDIA GPUs; missing from the driver: 0000:9a:00.0"),
+        "{out}"
+    );
+}

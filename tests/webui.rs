@@ -610,3 +610,53 @@ fn processes_show_their_user_container_pod_and_sm_share() {
         &format!("GPU 0's holders: {gpu0}"),
     );
 }
+
+#[test]
+fn xid_codes_past_the_bound_show_as_other_in_the_xid_column() {
+    // 40 made-up Xid codes on GPU 0 from the kernel log: the first 32 count
+    // on their own, the other 8 together as "other" (issue 22 §2).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kmsg = dir.path().join("kmsg");
+    std::fs::write(&kmsg, "").expect("kmsg");
+    let config = dir.path().join("gpuwatch.toml");
+    std::fs::write(
+        &config,
+        format!("[health]\nkernel_log = \"{}\"\n", kmsg.display()),
+    )
+    .expect("config");
+    let args = ["--no-history", "--config", config.to_str().expect("utf-8")];
+    let agent = Agent::start("health", &args, &[]);
+    agent.wait_for("the kernel log read", Duration::from_secs(60), |m| {
+        m.value("gpuwatch_kernel_log_up", &[]) == Some(1.0)
+    });
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+        .expect("/proc/uptime")
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.parse().ok())
+        .expect("uptime seconds");
+    let lines: String = (100_000..100_040u64)
+        .map(|code| {
+            format!("[{uptime:12.6}] NVRM: Xid (PCI:0000:18:00): {code}, pid=1, name=x, made up.\n")
+        })
+        .collect();
+    std::fs::write(&kmsg, lines).expect("append");
+    agent.wait_for("the folded Xids counted", Duration::from_secs(60), |m| {
+        m.value(
+            "gpuwatch_xid_errors_total",
+            &[("gpu", "0"), ("xid", "other")],
+        ) == Some(8.0)
+    });
+    let page = visit(
+        &format!("{}/", agent.url),
+        "webui-xid-other",
+        &["--timeout", "60"],
+    );
+    page.complete();
+    page.no_console_errors(&agent);
+    let xid = page.cell(0, "xid");
+    page.check(
+        xid.contains("other×8") && xid.contains("100000×1") && !xid.contains("100039"),
+        &format!("GPU 0's Xid column: {xid:?}"),
+    );
+}

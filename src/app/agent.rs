@@ -154,6 +154,11 @@ pub async fn run(
     };
     let sampler =
         Sampler::start(settings, driver, sinks).context("cannot start the sampler thread")?;
+    // Codes NVIDIA's catalog knows are always counted on their own; only
+    // unknown ones are bounded per GPU.
+    sampler
+        .xid_table()
+        .set_known_codes(|code| crate::health::catalog::lookup(code).is_some());
     let _health = crate::health::start(&config.health, &sampler);
     let result = serve(
         config, security, &derived, &sampler, history, alerts, listener, shutdown,

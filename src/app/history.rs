@@ -273,31 +273,70 @@ pub fn events(options: EventsOptions) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    println!(
+    print!("{}", render_events(&events));
+    Ok(())
+}
+
+/// Renders events as a table. Text from outside (the kernel log's Xid text,
+/// process names) has its control characters escaped: a hostile line cannot
+/// move the cursor or retitle the terminal.
+pub fn render_events(events: &[query::Event]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "{:<21} {:<14} {:>4} {:>8} {:>8}  detail",
         "time", "kind", "gpu", "code", "value"
     );
-    for e in &events {
-        println!(
+    for e in events {
+        let detail = match (e.action, e.description) {
+            (Some(action), Some(description)) => format!(
+                "{action}: {description}{}",
+                e.detail
+                    .as_deref()
+                    .map_or_else(String::new, |d| format!(" ({d})"))
+            ),
+            _ => e.detail.clone().unwrap_or_default(),
+        };
+        let _ = writeln!(
+            out,
             "{:<21} {:<14} {:>4} {:>8} {:>8}  {}",
             time(e.t),
-            e.kind,
+            crate::escape::control_chars(&e.kind),
             e.gpu.map_or_else(|| "-".into(), |g| g.to_string()),
             e.code.map_or_else(String::new, |c| c.to_string()),
             e.value.map_or_else(String::new, |v| v.to_string()),
-            match (e.action, e.description) {
-                (Some(action), Some(description)) => format!(
-                    "{action}: {description}{}",
-                    e.detail
-                        .as_deref()
-                        .map_or_else(String::new, |d| format!(" ({d})"))
-                ),
-                _ => e.detail.clone().unwrap_or_default(),
-            }
+            crate::escape::control_chars(&detail),
         );
     }
     if events.is_empty() {
-        println!("no events in this range");
+        out.push_str("no events in this range\n");
     }
-    Ok(())
+    out
+}
+
+#[cfg(test)]
+mod event_tests {
+    use super::*;
+
+    #[test]
+    fn terminal_escapes_in_event_text_are_escaped() {
+        let event = query::Event {
+            t: 1_700_000_000.0,
+            kind: "xid".into(),
+            gpu: Some(0),
+            uuid: None,
+            code: Some(13),
+            value: Some(1),
+            detail: Some("pid=1, name=\u{1b}]0;owned\u{7}x, \u{1b}[2Jgone\u{9b}1m".into()),
+            action: None,
+            description: None,
+        };
+        let text = render_events(&[event]);
+        assert!(
+            !text.contains(['\u{1b}', '\u{7}', '\u{9b}']),
+            "raw control characters reach the terminal: {text:?}"
+        );
+        assert!(text.contains("\\u{1b}]0;owned\\u{7}x"), "{text}");
+        assert!(render_events(&[]).contains("no events in this range"));
+    }
 }

@@ -68,14 +68,14 @@ families! {
     remapped: gauge("remapped_rows", "Memory rows remapped, by cause (correctable, uncorrectable).", None),
     remap_pending: gauge("remapped_rows_pending", "Whether a row remap waits for a GPU reset (1) or not (0).", None),
     remap_failure: gauge("remapped_rows_failure", "Whether a row remap has failed (1) or not (0).", None),
-    xid: counter("xid_errors", "Xid critical errors reported by the driver since the agent started, by Xid code.", None),
+    xid: counter("xid_errors", "Xid critical errors reported by the driver since the agent started, by Xid code; xid=\"other\" counts the codes outside NVIDIA's catalog past the first 32 of a GPU.", None),
     xid_last: gauge("xid_last_seen_timestamp", "When an Xid code was last reported.", unit("seconds")),
     xid_info: gauge("xid_info", "What NVIDIA's Xid catalog says of each Xid code counted on the GPU (value 1): its mnemonic and the action to take first; join on gpu, uuid and xid.", None),
     nvlink_up: gauge("nvlink_up", "Whether an NVLink link is active (1) or down (0), by link; absent without NVLink.", None),
     nvlink_errors: counter("nvlink_errors", "NVLink errors since the driver loaded, by link and type (replay, recovery, crc_flit, crc_data).", None),
     nvlink_data: counter("nvlink_data", "Data sent (direction tx) or received (rx) on an NVLink link since the driver loaded (NVML fields 138/139); only on GPUs without GPM NVLink figures.", unit("bytes")),
     gpu_health: gauge("gpu_health", "The GPU's health verdict: one series per state (healthy, degraded, unhealthy), the current one at 1; reasons in /api/v1/health.", None),
-    recovery_action: gauge("recovery_action", "What the driver says the GPU needs (NVML field 230): one series at 1, action none, gpu_reset, node_reboot, drain_p2p or drain_and_reset; absent when unsupported.", None),
+    recovery_action: gauge("recovery_action", "What the driver says the GPU needs (NVML field 230): one series at 1, action none, gpu_reset, node_reboot, drain_p2p or drain_and_reset, or unknown (a value this release does not know, in label value: the GPU is unhealthy); absent when unsupported.", None),
     encoder: gauge("encoder_utilization", "Video encoder utilization.", unit("ratio")),
     decoder: gauge("decoder_utilization", "Video decoder utilization.", unit("ratio")),
     compute_mode: gauge("compute_mode", "The GPU's compute mode (value 1), by mode.", None),
@@ -121,6 +121,12 @@ impl<'a> Families<'a> {
                     .push(with(labels, "action", info.action.as_str()), 1.0);
             }
         }
+        if let Some(other) = gpu.xid_other {
+            let labels = with(id(), "xid", super::self_metrics::OTHER);
+            self.xid.push(labels.clone(), other.count as f64);
+            self.xid_last
+                .push(labels, unix_seconds_f64(other.last_seen));
+        }
         self.add_links(gpu);
         let state = crate::health::verdict::with_escalations(
             crate::health::verdict::verdict(gpu, std::time::SystemTime::now()),
@@ -156,7 +162,13 @@ impl<'a> Families<'a> {
             }
         }
         if let Some(action) = links.recovery_action {
-            self.recovery_action.push(with(id(), "action", action), 1.0);
+            let mut labels = with(id(), "action", action);
+            if action == crate::gpu::links::UNKNOWN_RECOVERY_ACTION {
+                // What "unknown" stands for: field 230's raw value.
+                let raw = links.recovery_action_value.unwrap_or_default();
+                labels = with(labels, "value", raw.to_string());
+            }
+            self.recovery_action.push(labels, 1.0);
         }
     }
 

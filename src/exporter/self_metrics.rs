@@ -118,10 +118,26 @@ pub fn encode(
     encode_health(snapshot, encoder)
 }
 
-/// The hardware-health readers' families: GPUs on the PCI bus, whether the
+/// The label value of the Xid and SXid "other" buckets (codes or switches
+/// past their bounds, counted together).
+pub const OTHER: &str = "other";
+
+/// The hardware-health readers' families: Xids and SXids folded into
+/// "other" buckets, GPUs on the PCI bus, whether the
 /// kernel log can be read (absent when off) and the NVSwitch SXid counts.
 fn encode_health(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
     let log = &snapshot.collection.health;
+    let mut folded = Family::counter(
+        "xid_folded",
+        "Xid and SXid errors counted into an \"other\" bucket since the agent started (kind=\"xid\": unknown Xid codes past a GPU's bound, shown as xid=\"other\"; kind=\"sxid\": NVSwitches or SXid codes past their bounds, shown as switch=\"other\" or sxid=\"other\"). Above zero, something is making up codes or switches.",
+        None,
+    );
+    folded.push(vec![("kind", Cow::Borrowed("xid"))], log.xid_folded as f64);
+    folded.push(
+        vec![("kind", Cow::Borrowed("sxid"))],
+        log.sxid_folded as f64,
+    );
+    folded.encode(encoder)?;
     if let Some(on_bus) = &log.pci_gpus {
         let mut pci = Family::gauge(
             "pci_gpus",
@@ -165,10 +181,16 @@ fn encode_health(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::R
         None,
     );
     for count in log.sxid.iter() {
+        let code = count
+            .code
+            .map_or(Cow::Borrowed(OTHER), |code| Cow::Owned(code.to_string()));
         sxid.push(
             vec![
-                ("switch", Cow::Borrowed(count.switch_pci.as_str())),
-                ("sxid", Cow::Owned(count.code.to_string())),
+                (
+                    "switch",
+                    Cow::Borrowed(count.switch_pci.as_deref().unwrap_or(OTHER)),
+                ),
+                ("sxid", code),
             ],
             count.count as f64,
         );

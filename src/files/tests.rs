@@ -122,3 +122,41 @@ fn binary_content_is_not_text() {
     let error = read_bounded_string(&path, 64).expect_err("not UTF-8");
     assert!(matches!(error, FileError::NotText { .. }), "{error:?}");
 }
+
+#[test]
+fn read_prefix_reads_the_start_of_any_regular_file_and_refuses_the_rest() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("class");
+    std::fs::write(&path, "0x030200\n").expect("write");
+    assert_eq!(read_prefix(&path, 64).expect("small"), b"0x030200\n");
+    assert_eq!(read_prefix(&path, 4).expect("cut"), b"0x03");
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero")).expect("symlink");
+    let error = limit_error(read_prefix(&dir.path().join("zero"), 64));
+    assert!(
+        matches!(
+            error,
+            FileError::NotRegular {
+                what: "a character device",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let fifo = dir.path().join("pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo (coreutils) runs");
+    assert!(status.success(), "mkfifo failed");
+    let error = limit_error(read_prefix(&fifo, 64));
+    assert!(
+        matches!(
+            error,
+            FileError::NotRegular {
+                what: "a FIFO (named pipe)",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}

@@ -12,9 +12,14 @@ pub struct LinkHealth {
     /// The NVLink links NVML reports, by link number; empty without NVLink.
     pub nvlink: Vec<NvLinkState>,
     /// What the driver says the GPU needs (field 230): `none`, `gpu_reset`,
-    /// `node_reboot`, `drain_p2p`, `drain_and_reset`; `None` when
+    /// `node_reboot`, `drain_p2p`, `drain_and_reset`, or `unknown` for a
+    /// value this release does not know (the driver asks for *something*:
+    /// the raw value is in `recovery_action_value`); `None` when
     /// unsupported.
     pub recovery_action: Option<&'static str>,
+    /// Field 230's raw value (`nvmlDeviceGpuRecoveryAction_t`), where read:
+    /// what `unknown` stands for.
+    pub recovery_action_value: Option<u64>,
 }
 
 /// The cumulative NVLink data counters of one link (NVML fields 138/139,
@@ -49,16 +54,21 @@ impl LinkHealth {
     }
 }
 
-/// The name of a recovery-action value (`nvmlDeviceGpuRecoveryAction_t`).
-pub fn recovery_action_name(value: u64) -> Option<&'static str> {
-    Some(match value {
+/// The action of a field-230 value this release does not know (NVML 0–4
+/// are known): the driver asks for something, so the GPU is unhealthy.
+pub const UNKNOWN_RECOVERY_ACTION: &str = "unknown";
+
+/// The name of a recovery-action value (`nvmlDeviceGpuRecoveryAction_t`);
+/// [`UNKNOWN_RECOVERY_ACTION`] beyond the values NVML defines (0–4).
+pub fn recovery_action_name(value: u64) -> &'static str {
+    match value {
         0 => "none",
         1 => "gpu_reset",
         2 => "node_reboot",
         3 => "drain_p2p",
         4 => "drain_and_reset",
-        _ => return None,
-    })
+        _ => UNKNOWN_RECOVERY_ACTION,
+    }
 }
 
 /// Every recovery action, for the one-series-at-1 gauge.
@@ -76,11 +86,14 @@ mod tests {
 
     #[test]
     fn recovery_actions_and_links_down() {
-        assert_eq!(recovery_action_name(0), Some("none"));
-        assert_eq!(recovery_action_name(4), Some("drain_and_reset"));
-        assert_eq!(recovery_action_name(9), None);
+        assert_eq!(recovery_action_name(0), "none");
+        assert_eq!(recovery_action_name(4), "drain_and_reset");
+        // Values beyond NVML's 0-4 are an action this release does not
+        // know, not "no reading" (which hid them before).
+        assert_eq!(recovery_action_name(7), UNKNOWN_RECOVERY_ACTION);
+        assert_eq!(recovery_action_name(4_294_967_295), UNKNOWN_RECOVERY_ACTION);
         for v in 0..5 {
-            assert!(RECOVERY_ACTIONS.contains(&recovery_action_name(v).unwrap()));
+            assert!(RECOVERY_ACTIONS.contains(&recovery_action_name(v)));
         }
         let health = LinkHealth {
             nvlink: (0..4)
@@ -91,6 +104,7 @@ mod tests {
                 })
                 .collect(),
             recovery_action: None,
+            recovery_action_value: None,
         };
         assert_eq!(health.links_down(), 1);
     }

@@ -36,8 +36,15 @@ pub struct NodeHealth {
     /// Kernel-log bytes skipped to catch up with a flood.
     pub kernel_log_skipped_bytes: u64,
     /// SXid errors per NVSwitch (PCI address) and code, since the agent
-    /// started.
+    /// started; bounded (`crate::sampler::xid::MAX_SXID_SWITCHES` switches,
+    /// `MAX_SXID_CODES` codes each, the rest in "other" buckets).
     pub sxid: Arc<Vec<SxidCount>>,
+    /// Xid errors counted into a GPU's "other" bucket (codes past its bound)
+    /// since the agent started, all GPUs together.
+    pub xid_folded: u64,
+    /// SXid errors counted into an "other" bucket (a switch or a code past
+    /// the bounds) since the agent started.
+    pub sxid_folded: u64,
     /// The most recent Xid occurrences, oldest first, from either source;
     /// bounded (see `crate::sampler::xid::RECENT_XID`).
     pub recent_xid: Arc<Vec<XidOccurrence>>,
@@ -115,10 +122,13 @@ pub struct XidOccurrence {
 /// How often one SXid code was seen on one NVSwitch.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SxidCount {
-    /// The switch's PCI address, `0000:05:00.0`.
-    pub switch_pci: String,
-    /// SXid code.
-    pub code: u64,
+    /// The switch's PCI address, `0000:05:00.0`; `None` for the switches
+    /// past the bound on switches, counted together (`switch="other"`).
+    pub switch_pci: Option<String>,
+    /// SXid code; `None` for the codes past the bound on codes per switch
+    /// (and every code of the "other" switches), counted together
+    /// (`sxid="other"`).
+    pub code: Option<u64>,
     /// Seen since the agent started.
     pub count: u64,
     /// When last seen.

@@ -123,8 +123,14 @@ pub struct GpuSnapshot {
     /// (`gpu_instance_id` set for a MIG instance's file), where one is
     /// configured (`[workloads] hpc_job_mapping_dir`).
     pub hpc_jobs: Arc<Vec<MappedJob>>,
-    /// Xid errors seen since the agent started, by code.
+    /// Xid errors seen since the agent started, by code: every code NVIDIA's
+    /// catalog knows and the first few unknown ones
+    /// (`crate::sampler::xid::MAX_UNKNOWN_XID_CODES`).
     pub xid_errors: Arc<Vec<XidCount>>,
+    /// Xid errors of the unknown codes past that bound, counted together
+    /// (`xid="other"`), so that a flood of made-up codes cannot grow the
+    /// series, the API or memory without bound. `None` until one arrives.
+    pub xid_other: Option<XidFolded>,
     /// Which field groups succeeded on their last read.
     pub groups: BTreeMap<FieldGroup, bool>,
     /// GPM figures (SM activity, pipes, DRAM, PCIe, NVLink), per GPU and MIG instance.
@@ -136,6 +142,17 @@ pub struct GpuSnapshot {
 pub struct XidCount {
     /// The Xid code, e.g. 79 ("GPU has fallen off the bus").
     pub code: u64,
+    /// Events seen since the agent started.
+    pub count: u64,
+    /// When the last one arrived.
+    #[serde(serialize_with = "unix_seconds")]
+    pub last_seen: SystemTime,
+}
+
+/// Xid errors of codes past a GPU's bound on distinct codes, counted
+/// together: how many, and when the last arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct XidFolded {
     /// Events seen since the agent started.
     pub count: u64,
     /// When the last one arrived.
@@ -207,6 +224,7 @@ impl GpuSnapshot {
             pods: Arc::default(),
             hpc_jobs: Arc::default(),
             xid_errors: Arc::default(),
+            xid_other: None,
             groups: BTreeMap::new(),
             gpm: Arc::default(),
         }

@@ -265,7 +265,10 @@ mod tests {
 
     fn count(table: &XidTable, gpu: u32, code: u64) -> u64 {
         let counts = table.counts();
-        let codes = counts.get(&gpu).map(Vec::as_slice).unwrap_or_default();
+        let codes = counts
+            .get(&gpu)
+            .map(|g| g.codes.as_slice())
+            .unwrap_or_default();
         codes.iter().find(|x| x.code == code).map_or(0, |x| x.count)
     }
 
@@ -340,7 +343,7 @@ mod tests {
         let text = "4,9,900000000000000,-;NVRM: Xid (PCI:0000:18:00): 79, x".to_string();
         router.line(&line(text, read_at), &table);
         let counts = table.counts();
-        assert_eq!(counts[&0][0].last_seen, read_at);
+        assert_eq!(counts[&0].codes[0].last_seen, read_at);
     }
 
     #[test]

@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::gpu::fabric::{FabricHealth, FabricReading, FabricState};
+use crate::gpu::links::UNKNOWN_RECOVERY_ACTION;
 use crate::gpu::{GpuSnapshot, GpuStatus};
 
 /// How long an Xid keeps counting against a GPU (the built-in Xid rules
@@ -84,6 +85,11 @@ pub struct Verdict {
 fn reset_class(code: u64) -> bool {
     super::catalog::class_of(code) == Some(super::catalog::Class::Reset)
 }
+
+/// The action of a reason nothing is known about (an Xid code beyond
+/// NVIDIA's catalog, a recovery action beyond NVML's): no advice rather
+/// than a guess.
+pub const NO_ADVICE: &str = "unknown";
 
 /// What to do about a fabric problem.
 const FABRIC_ACTION: &str =
@@ -166,12 +172,16 @@ pub fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
     }
     let h = &gpu.health;
     if let Some(action) = h.links.recovery_action.filter(|a| *a != "none") {
-        add(
-            State::Unhealthy,
-            "recovery_action",
-            format!("the driver asks for a recovery action: {action}"),
-            action,
-        );
+        let text = if action == UNKNOWN_RECOVERY_ACTION {
+            let raw = h
+                .links
+                .recovery_action_value
+                .map_or_else(|| "?".to_string(), |v| v.to_string());
+            format!("the driver asks for a recovery action this release does not know (field 230 value {raw}): check the driver's documentation for it")
+        } else {
+            format!("the driver asks for a recovery action: {action}")
+        };
+        add(State::Unhealthy, "recovery_action", text, action);
     }
     if h.remapped_rows_failure == Some(true) {
         add(
@@ -239,14 +249,31 @@ pub fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
         };
         let text = match info {
             Some(info) => format!("Xid {} ({}) within 30 minutes", xid.code, info.description),
-            None => format!("Xid {} within 30 minutes", xid.code),
+            None => format!(
+                "Xid {} (not in NVIDIA's catalog) within 30 minutes",
+                xid.code
+            ),
         };
-        let action = match (info, state) {
-            (Some(info), _) => info.action.as_str(),
-            (None, State::Unhealthy) => "reset the GPU or reboot the node; drain it first",
-            (None, _) => "restart the affected application; see the event's text",
-        };
+        // A code beyond the catalog gets no advice rather than a guess.
+        let action = info.map_or(NO_ADVICE, |info| info.action.as_str());
         add(state, "xid", text, action);
+    }
+    if let Some(other) = gpu.xid_other {
+        let recent = now
+            .duration_since(other.last_seen)
+            .map_or(true, |age| age <= XID_WINDOW);
+        if recent {
+            add(
+                State::Degraded,
+                "xid",
+                format!(
+                    "{} Xid(s) of codes outside NVIDIA's catalog past the first {} of this GPU (counted as \"other\"), the last within 30 minutes",
+                    other.count,
+                    crate::sampler::xid::MAX_UNKNOWN_XID_CODES
+                ),
+                NO_ADVICE,
+            );
+        }
     }
     reasons.sort_by_key(|r| std::cmp::Reverse(r.state));
     Verdict {
@@ -312,6 +339,7 @@ mod tests {
                     errors: BTreeMap::new(),
                 }],
                 recovery_action: Some("gpu_reset"),
+                recovery_action_value: Some(1),
             },
             remapped_rows_pending: Some(true),
             ..SlowReadings::default()
@@ -398,5 +426,59 @@ mod tests {
             Some(FabricHealth::Unhealthy),
         ));
         assert_eq!(sick.state, State::Unhealthy);
+    }
+
+    #[test]
+    fn a_recovery_action_beyond_nvmls_is_unhealthy_with_its_raw_value() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        for raw in [7u64, 4_294_967_295] {
+            let health = SlowReadings {
+                links: LinkHealth {
+                    nvlink: vec![],
+                    recovery_action: Some(crate::gpu::links::recovery_action_name(raw)),
+                    recovery_action_value: Some(raw),
+                },
+                ..SlowReadings::default()
+            };
+            let v = verdict(&gpu(health, vec![]), now);
+            assert_eq!(v.state, State::Unhealthy, "value {raw}");
+            assert_eq!(v.reasons[0].source, "recovery_action");
+            assert_eq!(v.reasons[0].action, "unknown");
+            assert!(
+                v.reasons[0].text.contains(&format!("value {raw}")),
+                "{:?}",
+                v.reasons
+            );
+        }
+    }
+
+    #[test]
+    fn an_xid_beyond_the_catalog_gets_no_advice() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        let v = verdict(&gpu(SlowReadings::default(), vec![xid(100_000, now)]), now);
+        assert_eq!(v.state, State::Degraded);
+        assert_eq!(v.reasons[0].action, NO_ADVICE);
+        assert!(v.reasons[0].text.contains("not in NVIDIA's catalog"));
+    }
+
+    #[test]
+    fn folded_xids_degrade_for_30_minutes_without_advice() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        let folded = |last_seen| GpuSnapshot {
+            xid_other: Some(crate::gpu::XidFolded {
+                count: 968,
+                last_seen,
+            }),
+            ..gpu(SlowReadings::default(), vec![])
+        };
+        let v = verdict(&folded(now), now);
+        assert_eq!(v.state, State::Degraded);
+        assert_eq!(
+            (v.reasons[0].source, v.reasons[0].action.as_str()),
+            ("xid", NO_ADVICE)
+        );
+        assert!(v.reasons[0].text.contains("968"), "{:?}", v.reasons);
+        let old = now - XID_WINDOW - Duration::from_secs(1);
+        assert_eq!(verdict(&folded(old), now).state, State::Healthy);
     }
 }

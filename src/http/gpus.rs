@@ -107,6 +107,7 @@ fn gpu(
         "power_limit_watts": h.power_limit_watts,
         "clock_event_reasons": reasons,
         "xid_errors": xid,
+        "xid_other": gpu.xid_other.map(|o| json!({ "count": o.count, "last_seen": unix_seconds_f64(o.last_seen) })),
         "ecc_enabled": h.ecc_enabled,
         "ecc_corrected_volatile": h.ecc.corrected_volatile,
         "ecc_uncorrected_volatile": h.ecc.uncorrected_volatile,

@@ -44,6 +44,7 @@ fn gpu(xids: &[(u64, u64)], remap: bool) -> GpuSnapshot {
                 })
                 .collect(),
         ),
+        xid_other: None,
         groups: BTreeMap::new(),
         gpm: Arc::default(),
     }

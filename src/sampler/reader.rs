@@ -366,11 +366,10 @@ impl<'d> NodeReader<'d> {
             };
             slot.groups
                 .extend(self.tally.groups.iter().map(|(g, ok)| (*g, *ok)));
-            let xid_errors: Arc<Vec<XidCount>> = xid_counts
-                .get(&index)
-                .cloned()
-                .map(Arc::new)
-                .unwrap_or_default();
+            let xids = xid_counts.get(&index);
+            let xid_errors: Arc<Vec<XidCount>> =
+                xids.map(|x| Arc::new(x.codes.clone())).unwrap_or_default();
+            let xid_other = xids.and_then(|x| x.other);
             gpus.push(GpuSnapshot {
                 index,
                 uuid: slot.uuid.clone(),
@@ -387,6 +386,7 @@ impl<'d> NodeReader<'d> {
                 pods: slot.pods.clone(),
                 hpc_jobs: slot.hpc_jobs.clone(),
                 xid_errors,
+                xid_other,
                 groups: slot.groups.clone(),
                 gpm,
             });

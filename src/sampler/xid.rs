@@ -11,7 +11,7 @@ use tracing::{info, warn};
 
 use crate::gpu::node_health::{NodeHealth, SxidCount, XidOccurrence, XidSource};
 use crate::gpu::nvml::{Driver, XidWait};
-use crate::gpu::XidCount;
+use crate::gpu::{XidCount, XidFolded};
 
 /// How many recent Xid occurrences the table keeps for consumers (history
 /// events, the event list): far more than arrive between two snapshots.
@@ -19,6 +19,20 @@ pub const RECENT_XID: usize = 256;
 /// An NVML event and a kernel-log line of the same (GPU, code) this close in
 /// time are one error, counted once.
 pub const DEDUP_WINDOW: Duration = Duration::from_secs(10);
+/// Occurrences of folded codes kept to pair NVML's and the kernel log's
+/// reports of one error (a few seconds' worth of a flood).
+const RECENT_FOLDED: usize = 64;
+/// Distinct Xid codes outside NVIDIA's catalog counted on their own per GPU;
+/// Xids of further unknown codes are counted together (`xid="other"`).
+/// Real Xid codes are a few hundred numbers, all in the catalog: a GPU with
+/// more than this many unknown codes is being fed made-up ones.
+pub const MAX_UNKNOWN_XID_CODES: usize = 32;
+/// NVSwitches whose SXids are counted on their own (a node has a handful);
+/// SXids of further switches are counted together (`switch="other"`).
+pub const MAX_SXID_SWITCHES: usize = 16;
+/// Distinct SXid codes counted on their own per switch; further codes are
+/// counted together (`sxid="other"`).
+pub const MAX_SXID_CODES: usize = 32;
 
 /// An Xid the kernel log reported.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,43 +53,123 @@ pub struct KernelXid {
     pub backlog: bool,
 }
 
+/// One GPU's Xid counts, as the sampler puts them in a snapshot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuXids {
+    /// Per code, ascending: catalog codes and the first unknown ones.
+    pub codes: Vec<XidCount>,
+    /// The unknown codes past [`MAX_UNKNOWN_XID_CODES`], together.
+    pub other: Option<XidFolded>,
+}
+
+/// One GPU's counts in the table.
+#[derive(Debug, Default)]
+struct GpuCounts {
+    codes: BTreeMap<u64, XidCount>,
+    /// How many of `codes` the catalog does not know.
+    unknown: usize,
+    other: Option<XidFolded>,
+}
+
+/// One entry of the recent occurrences.
+#[derive(Debug)]
+struct Recent {
+    occurrence: XidOccurrence,
+    /// The other source has reported it too.
+    confirmed: bool,
+}
+
 #[derive(Debug, Default)]
 struct State {
-    counts: HashMap<u32, BTreeMap<u64, XidCount>>,
-    /// Recent occurrences, and whether the other source has confirmed each.
-    recent: VecDeque<(XidOccurrence, bool)>,
+    counts: HashMap<u32, GpuCounts>,
+    /// Recent occurrences consumers see (history events, the event list),
+    /// oldest first: all but the occurrences of folded codes after a GPU's
+    /// first.
+    recent: VecDeque<Recent>,
+    /// Recent occurrences of folded codes that consumers do not see, kept
+    /// only to pair the two sources' reports of one error.
+    folded_recent: VecDeque<Recent>,
     next_seq: u64,
     kernel_log_up: Option<bool>,
     pci_gpus: Option<Arc<Vec<String>>>,
-    sxid: BTreeMap<(String, u64), SxidCount>,
+    sxid: BTreeMap<(Option<String>, Option<u64>), SxidCount>,
+    /// Codes counted on their own per switch counted on its own.
+    sxid_switches: HashMap<String, usize>,
+    xid_folded: u64,
+    sxid_folded: u64,
     boot_id: Option<Arc<str>>,
     /// Kernel-log records the reader left out, by reason.
     kernel_log_dropped: BTreeMap<&'static str, u64>,
     /// Kernel-log bytes skipped to catch up with a flood.
     kernel_log_skipped_bytes: u64,
+    /// Whether NVIDIA's catalog knows a code (set by the agent; until then
+    /// every code counts against the bound on unknown codes).
+    known: Option<fn(u64) -> bool>,
+}
+
+/// What counting one Xid did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// Under its own code.
+    Own,
+    /// In the GPU's "other" bucket, the first time for this GPU.
+    FirstFolded,
+    /// In the GPU's "other" bucket, again.
+    Folded,
 }
 
 impl State {
-    fn count(&mut self, gpu: u32, code: u64, at: SystemTime) {
-        let entry = self
-            .counts
-            .entry(gpu)
-            .or_default()
-            .entry(code)
-            .or_insert(XidCount {
-                code,
-                count: 0,
-                last_seen: at,
-            });
+    fn count(&mut self, gpu: u32, code: u64, at: SystemTime) -> Counted {
+        let known = self.known.is_some_and(|known| known(code));
+        let counts = self.counts.entry(gpu).or_default();
+        if !counts.codes.contains_key(&code) && !known {
+            if counts.unknown >= MAX_UNKNOWN_XID_CODES {
+                self.xid_folded += 1;
+                let first = counts.other.is_none();
+                let other = counts.other.get_or_insert(XidFolded {
+                    count: 0,
+                    last_seen: at,
+                });
+                other.count += 1;
+                other.last_seen = other.last_seen.max(at);
+                if first {
+                    warn!(
+                        gpu,
+                        xid = code,
+                        bound = MAX_UNKNOWN_XID_CODES,
+                        "An Xid code outside NVIDIA's catalog arrived on a GPU that already has the most unknown codes counted on their own; this and later unknown codes are counted together as xid=\"other\"."
+                    );
+                    return Counted::FirstFolded;
+                }
+                return Counted::Folded;
+            }
+            counts.unknown += 1;
+        }
+        let entry = counts.codes.entry(code).or_insert(XidCount {
+            code,
+            count: 0,
+            last_seen: at,
+        });
         entry.count += 1;
         entry.last_seen = entry.last_seen.max(at);
+        Counted::Own
     }
 
-    fn push(&mut self, occurrence: XidOccurrence) {
-        if self.recent.len() >= RECENT_XID {
-            self.recent.pop_front();
+    fn push(&mut self, occurrence: XidOccurrence, shown: bool) {
+        // Folded occurrences have a ring of their own: a flood of made-up
+        // codes must not push the shown ones out before consumers read them.
+        let (ring, bound) = if shown {
+            (&mut self.recent, RECENT_XID)
+        } else {
+            (&mut self.folded_recent, RECENT_FOLDED)
+        };
+        if ring.len() >= bound {
+            ring.pop_front();
         }
-        self.recent.push_back((occurrence, false));
+        ring.push_back(Recent {
+            occurrence,
+            confirmed: false,
+        });
     }
 
     fn seq(&mut self) -> u64 {
@@ -91,15 +185,65 @@ impl State {
         gpu: u32,
         code: u64,
         at: SystemTime,
-    ) -> Option<&mut (XidOccurrence, bool)> {
-        self.recent.iter_mut().rev().find(|(o, confirmed)| {
-            !confirmed
-                && !o.backlog
-                && o.source != from
-                && o.gpu == gpu
-                && o.code == code
-                && distance(o.at, at) <= DEDUP_WINDOW
-        })
+    ) -> Option<&mut Recent> {
+        self.recent
+            .iter_mut()
+            .rev()
+            .chain(self.folded_recent.iter_mut().rev())
+            .find(|r| {
+                let o = &r.occurrence;
+                !r.confirmed
+                    && !o.backlog
+                    && o.source != from
+                    && o.gpu == gpu
+                    && o.code == code
+                    && distance(o.at, at) <= DEDUP_WINDOW
+            })
+    }
+
+    /// Counts one SXid, within the bounds on switches and codes.
+    fn count_sxid(&mut self, switch_pci: String, code: u64, at: SystemTime) {
+        let switches = self.sxid_switches.len();
+        let key = match self.sxid_switches.get_mut(&switch_pci) {
+            Some(codes) => {
+                if self
+                    .sxid
+                    .contains_key(&(Some(switch_pci.clone()), Some(code)))
+                {
+                    (Some(switch_pci), Some(code))
+                } else if *codes < MAX_SXID_CODES {
+                    *codes += 1;
+                    (Some(switch_pci), Some(code))
+                } else {
+                    (Some(switch_pci), None)
+                }
+            }
+            None if switches < MAX_SXID_SWITCHES => {
+                self.sxid_switches.insert(switch_pci.clone(), 1);
+                (Some(switch_pci), Some(code))
+            }
+            None => (None, None),
+        };
+        if key.1.is_none() {
+            if self.sxid_folded == 0 {
+                warn!(
+                    switch = key.0.as_deref().unwrap_or("other"),
+                    sxid = code,
+                    switches = MAX_SXID_SWITCHES,
+                    codes = MAX_SXID_CODES,
+                    "An SXid came past the bounds on NVSwitches or codes per switch; such SXids are counted together as \"other\"."
+                );
+            }
+            self.sxid_folded += 1;
+        }
+        let entry = self.sxid.entry(key.clone()).or_insert(SxidCount {
+            switch_pci: key.0,
+            code: key.1,
+            count: 0,
+            last_seen: at,
+        });
+        entry.count += 1;
+        entry.last_seen = entry.last_seen.max(at);
     }
 }
 
@@ -127,23 +271,26 @@ impl XidTable {
     /// reported the same error.
     pub fn record(&self, gpu: u32, code: u64, at: SystemTime) {
         let mut state = self.state();
-        if let Some((_, confirmed)) = state.partner(XidSource::Nvml, gpu, code, at) {
-            *confirmed = true;
+        if let Some(partner) = state.partner(XidSource::Nvml, gpu, code, at) {
+            partner.confirmed = true;
             return;
         }
-        state.count(gpu, code, at);
+        let shown = state.count(gpu, code, at) != Counted::Folded;
         let seq = state.seq();
-        state.push(XidOccurrence {
-            seq,
-            gpu,
-            code,
-            at,
-            source: XidSource::Nvml,
-            pid: None,
-            process: None,
-            text: None,
-            backlog: false,
-        });
+        state.push(
+            XidOccurrence {
+                seq,
+                gpu,
+                code,
+                at,
+                source: XidSource::Nvml,
+                pid: None,
+                process: None,
+                text: None,
+                backlog: false,
+            },
+            shown,
+        );
     }
 
     /// Records one kernel-log Xid. A live one is counted unless NVML
@@ -151,46 +298,48 @@ impl XidTable {
     /// backlog one is kept for history only.
     pub fn record_kernel(&self, xid: KernelXid) {
         let mut state = self.state();
+        let mut shown = true;
         if !xid.backlog {
-            if let Some((occurrence, confirmed)) =
-                state.partner(XidSource::KernelLog, xid.gpu, xid.code, xid.at)
-            {
-                *confirmed = true;
-                occurrence.pid = xid.pid;
-                occurrence.process = xid.process;
-                occurrence.text = Some(xid.text);
+            if let Some(partner) = state.partner(XidSource::KernelLog, xid.gpu, xid.code, xid.at) {
+                partner.confirmed = true;
+                partner.occurrence.pid = xid.pid;
+                partner.occurrence.process = xid.process;
+                partner.occurrence.text = Some(xid.text);
                 return;
             }
-            state.count(xid.gpu, xid.code, xid.at);
+            shown = state.count(xid.gpu, xid.code, xid.at) != Counted::Folded;
         }
         let seq = state.seq();
-        state.push(XidOccurrence {
-            seq,
-            gpu: xid.gpu,
-            code: xid.code,
-            at: xid.at,
-            source: XidSource::KernelLog,
-            pid: xid.pid,
-            process: xid.process,
-            text: Some(xid.text),
-            backlog: xid.backlog,
-        });
+        state.push(
+            XidOccurrence {
+                seq,
+                gpu: xid.gpu,
+                code: xid.code,
+                at: xid.at,
+                source: XidSource::KernelLog,
+                pid: xid.pid,
+                process: xid.process,
+                text: Some(xid.text),
+                backlog: xid.backlog,
+            },
+            shown,
+        );
     }
 
-    /// Counts one SXid of the NVSwitch at `switch_pci` (live ones only).
+    /// Counts one SXid of the NVSwitch at `switch_pci` (live ones only),
+    /// within the bounds on switches ([`MAX_SXID_SWITCHES`]) and codes per
+    /// switch ([`MAX_SXID_CODES`]).
     pub fn record_sxid(&self, switch_pci: String, code: u64, at: SystemTime) {
-        let mut state = self.state();
-        let entry = state
-            .sxid
-            .entry((switch_pci.clone(), code))
-            .or_insert(SxidCount {
-                switch_pci,
-                code,
-                count: 0,
-                last_seen: at,
-            });
-        entry.count += 1;
-        entry.last_seen = entry.last_seen.max(at);
+        self.state().count_sxid(switch_pci, code, at);
+    }
+
+    /// Sets how to tell an Xid code NVIDIA's catalog knows (counted on its
+    /// own whatever the bound) from an unknown one (at most
+    /// [`MAX_UNKNOWN_XID_CODES`] per GPU on their own). The agent sets
+    /// `crate::health::catalog`'s lookup; until then every code counts as
+    /// unknown.
+    pub fn set_known_codes(&self, known: fn(u64) -> bool) {
+        self.state().known = Some(known);
     }
 
     /// Sets the NVIDIA GPUs found on the PCI bus (`None`: not counted).
@@ -220,12 +369,18 @@ impl XidTable {
     }
 
     /// A copy of the counts, per GPU, codes ascending.
-    pub fn counts(&self) -> HashMap<u32, Vec<XidCount>> {
+    pub fn counts(&self) -> HashMap<u32, GpuXids> {
         let state = self.state();
         state
             .counts
             .iter()
-            .map(|(gpu, codes)| (*gpu, codes.values().cloned().collect()))
+            .map(|(gpu, counts)| {
+                let xids = GpuXids {
+                    codes: counts.codes.values().cloned().collect(),
+                    other: counts.other,
+                };
+                (*gpu, xids)
+            })
             .collect()
     }
 
@@ -245,7 +400,9 @@ impl XidTable {
             pci_gpus: state.pci_gpus.clone(),
             boot_id: state.boot_id.clone(),
             sxid: Arc::new(state.sxid.values().cloned().collect()),
-            recent_xid: Arc::new(state.recent.iter().map(|(o, _)| o.clone()).collect()),
+            xid_folded: state.xid_folded,
+            sxid_folded: state.sxid_folded,
+            recent_xid: Arc::new(state.recent.iter().map(|r| r.occurrence.clone()).collect()),
         }
     }
 }
@@ -325,138 +482,4 @@ fn watch(driver: &Driver, indices: &[u32], table: &XidTable, stop: &AtomicBool) 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counts_per_gpu_and_code() {
-        let table = XidTable::default();
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(10);
-        let t1 = t0 + Duration::from_secs(5);
-        table.record(1, 79, t0);
-        table.record(1, 79, t1);
-        table.record(1, 13, t0);
-        table.record(2, 94, t0);
-        let counts = table.counts();
-        let gpu1 = &counts[&1];
-        assert_eq!(gpu1.len(), 2);
-        assert_eq!((gpu1[0].code, gpu1[0].count), (13, 1));
-        assert_eq!(
-            (gpu1[1].code, gpu1[1].count, gpu1[1].last_seen),
-            (79, 2, t1)
-        );
-        assert_eq!(counts[&2][0].code, 94);
-    }
-
-    fn kernel(gpu: u32, code: u64, at: SystemTime, backlog: bool) -> KernelXid {
-        KernelXid {
-            gpu,
-            code,
-            at,
-            pid: Some(1234),
-            process: Some("python3".into()),
-            text: "GPU has fallen off the bus.".into(),
-            backlog,
-        }
-    }
-
-    fn count(table: &XidTable, gpu: u32, code: u64) -> u64 {
-        table
-            .counts()
-            .get(&gpu)
-            .and_then(|c| c.iter().find(|x| x.code == code).map(|x| x.count))
-            .unwrap_or(0)
-    }
-
-    #[test]
-    fn one_error_seen_by_both_sources_counts_once_either_order() {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
-        let table = XidTable::default();
-        table.record(0, 79, t0);
-        table.record_kernel(kernel(0, 79, t0 + Duration::from_secs(2), false));
-        assert_eq!(count(&table, 0, 79), 1);
-        let log = table.node_health();
-        assert_eq!(log.recent_xid.len(), 1);
-        let first = &log.recent_xid[0];
-        assert_eq!(first.source, XidSource::Nvml);
-        assert_eq!(
-            (first.pid, first.text.as_deref()),
-            (Some(1234), Some("GPU has fallen off the bus."))
-        );
-
-        let table = XidTable::default();
-        table.record_kernel(kernel(0, 79, t0, false));
-        table.record(0, 79, t0 + Duration::from_secs(1));
-        assert_eq!(count(&table, 0, 79), 1);
-        assert_eq!(
-            table.node_health().recent_xid[0].source,
-            XidSource::KernelLog
-        );
-    }
-
-    #[test]
-    fn distinct_errors_are_not_merged() {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
-        let table = XidTable::default();
-        table.record(0, 79, t0);
-        // Another GPU, another code, too far apart, or a second NVML event.
-        table.record_kernel(kernel(1, 79, t0, false));
-        table.record_kernel(kernel(0, 13, t0, false));
-        table.record_kernel(kernel(0, 79, t0 + DEDUP_WINDOW * 2, false));
-        table.record(0, 79, t0);
-        assert_eq!(count(&table, 1, 79), 1);
-        assert_eq!(count(&table, 0, 13), 1);
-        // The NVML event at t0 pairs with nothing new: the kernel line of
-        // t0 + 2 windows is too far; the second NVML event at t0 pairs with
-        // nothing either (same source).
-        assert_eq!(count(&table, 0, 79), 3);
-        // One kernel line confirms one NVML event, not two.
-        let table = XidTable::default();
-        table.record(0, 48, t0);
-        table.record(0, 48, t0);
-        table.record_kernel(kernel(0, 48, t0, false));
-        assert_eq!(count(&table, 0, 48), 2);
-    }
-
-    #[test]
-    fn backlog_is_kept_for_history_but_not_counted() {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
-        let table = XidTable::default();
-        table.record_kernel(kernel(2, 79, t0, true));
-        assert_eq!(count(&table, 2, 79), 0);
-        // A live NVML event right after is a new error, not the backlog one.
-        table.record(2, 79, t0 + Duration::from_secs(1));
-        assert_eq!(count(&table, 2, 79), 1);
-        let log = table.node_health();
-        assert_eq!(log.recent_xid.len(), 2);
-        assert!(log.recent_xid[0].backlog && !log.recent_xid[1].backlog);
-        assert!(log.recent_xid[0].seq < log.recent_xid[1].seq);
-    }
-
-    #[test]
-    fn recent_occurrences_and_sxid_are_bounded_and_counted() {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
-        let table = XidTable::default();
-        for i in 0..(RECENT_XID as u64 + 10) {
-            table.record(0, 13, t0 + Duration::from_secs(i * 100));
-        }
-        let log = table.node_health();
-        assert_eq!(log.recent_xid.len(), RECENT_XID);
-        assert_eq!(count(&table, 0, 13), RECENT_XID as u64 + 10);
-        table.record_sxid("0000:05:00.0".into(), 20034, t0);
-        table.record_sxid("0000:05:00.0".into(), 20034, t0);
-        table.record_sxid("0000:06:00.0".into(), 12028, t0);
-        table.set_kernel_log_up(Some(true));
-        let log = table.node_health();
-        assert_eq!(log.kernel_log_up, Some(true));
-        let sxid: Vec<_> = log
-            .sxid
-            .iter()
-            .map(|s| (s.switch_pci.as_str(), s.code, s.count))
-            .collect();
-        assert_eq!(
-            sxid,
-            [("0000:05:00.0", 20034, 2), ("0000:06:00.0", 12028, 1)]
-        );
-    }
-}
+mod tests;

@@ -177,9 +177,8 @@ pub enum HealthSummary {
     LimitedCapacity,
 }
 
-/// nvmlDeviceGpuRecoveryAction_t (field 230).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// nvmlDeviceGpuRecoveryAction_t (field 230): a name, or any raw number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecoveryAction {
     /// NVML_GPU_RECOVERY_ACTION_NONE (0).
     None,
@@ -191,6 +190,55 @@ pub enum RecoveryAction {
     DrainP2p,
     /// DRAIN_AND_RESET (4).
     DrainAndReset,
+    /// Any raw value (`recovery_action = 7`), e.g. one a later driver
+    /// defines and the agent does not know yet.
+    Raw(u32),
+}
+
+/// The names a scenario may give, in NVML's order.
+const RECOVERY_ACTION_NAMES: [&str; 5] = [
+    "none",
+    "gpu_reset",
+    "node_reboot",
+    "drain_p2p",
+    "drain_and_reset",
+];
+
+impl<'de> Deserialize<'de> for RecoveryAction {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = RecoveryAction;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(
+                    f,
+                    "one of {} or a raw value (0 to 4294967295)",
+                    RECOVERY_ACTION_NAMES.join(", ")
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<RecoveryAction, E> {
+                Ok(match name {
+                    "none" => RecoveryAction::None,
+                    "gpu_reset" => RecoveryAction::GpuReset,
+                    "node_reboot" => RecoveryAction::NodeReboot,
+                    "drain_p2p" => RecoveryAction::DrainP2p,
+                    "drain_and_reset" => RecoveryAction::DrainAndReset,
+                    _ => return Err(E::unknown_variant(name, &RECOVERY_ACTION_NAMES)),
+                })
+            }
+            fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<RecoveryAction, E> {
+                u32::try_from(value)
+                    .map(RecoveryAction::Raw)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(value), &self))
+            }
+            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<RecoveryAction, E> {
+                u32::try_from(value)
+                    .map(RecoveryAction::Raw)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(value), &self))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// Parses `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` into 16 bytes.

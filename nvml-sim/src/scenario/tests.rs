@@ -267,3 +267,21 @@ fn the_readme_example_is_a_valid_scenario() {
     assert_eq!(scenario.gpu_count(), 2);
     assert_eq!(scenario.kernel_log.len(), 1);
 }
+
+#[test]
+fn a_recovery_action_may_be_a_raw_value() {
+    use super::schema::RecoveryAction;
+    let scenario = Scenario::parse(
+        "name = \"t\"\n[[gpu]]\nrecovery_action = 7\n[[gpu]]\nrecovery_action = [[\"0s\", \"none\"], [\"1m\", 4294967295]]\n",
+        "scenarios/x.toml",
+    )
+    .expect("raw values parse");
+    let first = scenario.gpus[0].spec.recovery_action.as_ref().expect("set");
+    assert_eq!(*first.at(0.0), RecoveryAction::Raw(7));
+    let second = scenario.gpus[1].spec.recovery_action.as_ref().expect("set");
+    assert_eq!(*second.at(0.0), RecoveryAction::None);
+    assert_eq!(*second.at(120.0), RecoveryAction::Raw(4_294_967_295));
+    let e = err("[[gpu]]\nrecovery_action = -1\n");
+    assert_eq!(e.path, "gpu[0].recovery_action", "{e}");
+    assert!(e.message.contains("raw value"), "{e}");
+}

@@ -208,11 +208,13 @@ impl<'a> Families<'a> {
             labels.push(("mig_uuid", Cow::Borrowed(mig.uuid.as_str())));
             self.mig_info.push(labels, 1.0);
         }
+        // nvidia-smi's numbers are field 230's own values, unknown ones too.
         let recovery = gpu.health.links.recovery_action.and_then(|action| {
             RECOVERY_ACTIONS
                 .iter()
                 .position(|a| *a == action)
                 .map(|i| i as f64)
+                .or(gpu.health.links.recovery_action_value.map(|v| v as f64))
         });
         self.recovery_action.push_some(id(), recovery);
         if let Some(fabric) = &gpu.health.fabric {

@@ -333,11 +333,20 @@ impl<'d> Stream<'d> {
     }
 }
 
-/// Puts one metric's value (in NVML's unit) where `target` says.
+/// Puts one metric's value (in NVML's unit) where `target` says, in base
+/// units. A value that overflows in the conversion (a huge rate times MiB
+/// is `+Inf`) is absent, as a non-finite reading is: never `+Inf` in
+/// /metrics or `null` in JSON.
 fn store(m: &mut GpmMetrics, target: Target, value: f64) {
+    let value = match target {
+        Target::Ratio(_) | Target::Media(..) => value / 100.0,
+        Target::Rate(_) | Target::Link(..) => value * MIB,
+    };
+    if !value.is_finite() {
+        return;
+    }
     match target {
-        Target::Ratio(field) => *field(m) = Some(value / 100.0),
-        Target::Rate(field) => *field(m) = Some(value * MIB),
+        Target::Ratio(field) | Target::Rate(field) => *field(m) = Some(value),
         Target::Link(link, tx) => {
             // The table asks links in order, RX before TX of each.
             if m.nvlink_links.last().map(|l| l.link) != Some(link) {
@@ -348,16 +357,16 @@ fn store(m: &mut GpmMetrics, target: Target, value: f64) {
             }
             if let Some(entry) = m.nvlink_links.last_mut() {
                 if tx {
-                    entry.tx_bytes_per_second = Some(value * MIB);
+                    entry.tx_bytes_per_second = Some(value);
                 } else {
-                    entry.rx_bytes_per_second = Some(value * MIB);
+                    entry.rx_bytes_per_second = Some(value);
                 }
             }
         }
         Target::Media(engine, index) => m.media_engines.push(MediaEngineActivity {
             engine,
             index,
-            active_ratio: value / 100.0,
+            active_ratio: value,
         }),
     }
 }
@@ -380,5 +389,20 @@ mod tests {
             .find(|(_, t)| matches!(t, Target::Link(17, true)))
             .map(|(id, _)| id.as_c());
         assert_eq!(link17_tx, Some(97));
+    }
+
+    #[test]
+    fn a_value_that_overflows_in_the_conversion_is_absent_not_infinite() {
+        let mut m = GpmMetrics::default();
+        let pcie_tx = Target::Rate(|m| &mut m.pcie_tx_bytes_per_second);
+        store(&mut m, pcie_tx, f64::MAX);
+        store(&mut m, Target::Link(0, true), 1e308);
+        store(&mut m, Target::Link(0, false), 2.0);
+        store(&mut m, Target::Ratio(|m| &mut m.sm_active_ratio), 50.0);
+        assert_eq!(m.pcie_tx_bytes_per_second, None);
+        assert_eq!(m.nvlink_links.len(), 1);
+        assert_eq!(m.nvlink_links[0].tx_bytes_per_second, None);
+        assert_eq!(m.nvlink_links[0].rx_bytes_per_second, Some(2.0 * MIB));
+        assert_eq!(m.sm_active_ratio, Some(0.5));
     }
 }

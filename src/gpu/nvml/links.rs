@@ -128,9 +128,13 @@ impl GpuDevice<'_> {
             }
             nvlink.push(NvLinkState { link, up, errors });
         }
-        let recovery_action = values
+        // A value beyond NVML's 0-4 is kept as "unknown" with its raw
+        // value, never dropped: the driver asks for something.
+        let recovery_action_value = values
             .get(id::RECOVERY_ACTION, 0)
-            .and_then(|v| recovery_action_name(v as u64));
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| v as u64);
+        let recovery_action = recovery_action_value.map(recovery_action_name);
         // Only the fields of links the GPU has, and of the device, are worth
         // a (debug) line when unanswered.
         let expected: Vec<Scoped> = fields
@@ -164,6 +168,7 @@ impl GpuDevice<'_> {
         let health = LinkHealth {
             nvlink,
             recovery_action,
+            recovery_action_value,
         };
         (health, traffic, values)
     }

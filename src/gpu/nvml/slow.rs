@@ -128,7 +128,7 @@ impl GpuDevice<'_> {
                 .call(dev, "nvmlDeviceGetPerformanceState", || {
                     d.performance_state()
                 })
-                .map(|p| p.as_c()),
+                .and_then(|p| known_pstate(p.as_c())),
             pcie_link_gen: tally.call(
                 FieldGroup::Pcie,
                 "nvmlDeviceGetCurrPcieLinkGeneration",
@@ -232,5 +232,28 @@ impl GpuDevice<'_> {
         s.remapped_rows_uncorrectable = count(id::REMAPPED_UNC);
         s.remapped_rows_pending = flag(id::REMAPPED_PENDING);
         s.remapped_rows_failure = flag(id::REMAPPED_FAILURE);
+    }
+}
+
+/// A performance state NVML knows (P0 to P15); `None` for NVML's
+/// "unknown" (32, `NVML_PSTATE_UNKNOWN`) and anything else beyond: absent,
+/// not exported as `gpuwatch_performance_state 32` or shown as "P32".
+fn known_pstate(value: u32) -> Option<u32> {
+    (value <= 15).then_some(value)
+}
+
+#[cfg(test)]
+mod pstate_tests {
+    use super::known_pstate;
+
+    #[test]
+    fn the_unknown_performance_state_is_absent() {
+        assert_eq!(known_pstate(0), Some(0));
+        assert_eq!(known_pstate(15), Some(15));
+        assert_eq!(known_pstate(32), None);
+        assert_eq!(
+            known_pstate(nvml_wrapper::enum_wrappers::device::PerformanceState::Unknown.as_c()),
+            None
+        );
     }
 }

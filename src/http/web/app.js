@@ -140,7 +140,9 @@
       const tempClass = g.temperature_celsius === null || !slowdown ? ''
         : g.temperature_celsius >= slowdown ? 'crit' : g.temperature_celsius >= slowdown - 5 ? 'hot' : '';
       const powerClass = g.power_watts !== null && g.power_limit_watts && g.power_watts >= 0.98 * g.power_limit_watts ? 'hot' : '';
-      const xidCount = g.xid_errors.reduce((sum, x) => sum + x.count, 0);
+      // Codes past the GPU's bound on unknown codes come together as "other".
+      const xids = g.xid_other ? g.xid_errors.concat([{ code: 'other', ...g.xid_other }]) : g.xid_errors;
+      const xidCount = xids.reduce((sum, x) => sum + x.count, 0);
       const alerts = firingByGpu[String(g.index)] || 0;
       // The verdict as /api/v1/health gives it (worst reason first).
       const verdict = g.health || { state: g.status === 'up' ? 'healthy' : 'unhealthy', reasons: [] };
@@ -169,8 +171,8 @@
           : g.clock_event_reasons.map((r) => el('span', { class: `reason ${r.name === 'gpu_idle' ? 'quiet' : ''}`, title: r.description }, r.name.replace(/_/g, ' ')))),
         el('td', { class: 'num', 'data-field': 'processes' }, g.process_count),
         el('td', { class: `num ${xidCount ? 'crit' : ''}`, 'data-field': 'xid',
-          title: g.xid_errors.map((x) => `Xid ${x.code}: ${x.count}, last ${dateTime(x.last_seen)}`).join('\n') },
-          xidCount ? g.xid_errors.map((x) => `${x.code}×${x.count}`).join(' ') : '0'),
+          title: xids.map((x) => `Xid ${x.code}: ${x.count}, last ${dateTime(x.last_seen)}`).join('\n') },
+          xidCount ? xids.map((x) => `${x.code}×${x.count}`).join(' ') : '0'),
         el('td', { class: `num ${g.ecc_uncorrected_volatile ? 'crit' : ''}`, 'data-field': 'ecc' },
           g.ecc_enabled === false ? 'off' : g.ecc_corrected_volatile === null && g.ecc_uncorrected_volatile === null ? 'n/a'
             : `${num(g.ecc_corrected_volatile)} / ${num(g.ecc_uncorrected_volatile)}`));

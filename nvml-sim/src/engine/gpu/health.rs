@@ -216,6 +216,7 @@ impl GpuSim {
             RecoveryAction::NodeReboot => 2,
             RecoveryAction::DrainP2p => 3,
             RecoveryAction::DrainAndReset => 4,
+            RecoveryAction::Raw(value) => *value,
         })
     }
 }
