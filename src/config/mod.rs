@@ -14,6 +14,7 @@ mod kubernetes;
 mod log;
 mod raw;
 mod receivers;
+pub mod remediation;
 mod route;
 mod sampler;
 mod server;
@@ -27,6 +28,7 @@ pub use crate::problem::Problem;
 pub use health::HealthConfig;
 pub use history::HistoryConfig;
 pub use log::{check_filter, FilterError, LogConfig, LogFormat};
+pub use remediation::{Mode as RemediationMode, RemediationConfig, SlurmSettings};
 pub use sampler::SamplerConfig;
 pub use server::ServerConfig;
 pub use values::{control_character, parse_listen};
@@ -59,6 +61,8 @@ pub struct Config {
     pub kubernetes: Option<crate::kubernetes::KubeletSettings>,
     /// `[health]`: the kernel log and the PCI device tree.
     pub health: HealthConfig,
+    /// `[remediation]`: acting on the health verdict (dry-run by default).
+    pub remediation: RemediationConfig,
 }
 
 impl Default for Config {
@@ -154,6 +158,7 @@ impl Config {
         );
         let kubernetes = v.kubernetes(raw.kubernetes.unwrap_or_default());
         let health = v.health(raw.health.unwrap_or_default());
+        let remediation = v.remediation(raw.remediation.unwrap_or_default());
         crate::rules::builtin::set_xid_escalation(&mut rules, health.xid_escalate_after);
         // One node-level rule per profile: it fits on no GPU of the node.
         match crate::rules::capacity::rules(&capacity, capacity.alert_for) {
@@ -180,6 +185,7 @@ impl Config {
             capacity,
             kubernetes,
             health,
+            remediation,
         })
     }
 }
