@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod alerts;
 pub mod history;
+mod remediation;
 pub mod silence;
 mod storage;
 
