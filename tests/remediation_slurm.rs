@@ -302,9 +302,19 @@ fn slurmctld_stopped_midway_is_an_error_retried_until_it_is_back() {
             .node_state(&node)
             .is_some_and(|(s, _)| s.starts_with("drain"))
     });
-    agent.wait_for("the drain counted", LONG, |m| {
+    let m = agent.wait_for("the drain counted", LONG, |m| {
         counted(m, "drain", "done") == 1.0
     });
+    // Every remediation family is out now: each documented in the README's
+    // table, and promtool-clean.
+    common::assert_documented(
+        &m,
+        &common::readme_metric_table("remediation-metrics-table"),
+        |name| name.starts_with("gpuwatch_remediation_"),
+        "the README's remediation metrics table",
+    );
+    let (ok, said) = common::promtool_check_metrics(&m.text);
+    assert!(ok && said.trim().is_empty(), "promtool: {said}");
     let stored = events(&agent);
     assert!(
         stored[0].starts_with(&format!("cannot drain node {node}")),
