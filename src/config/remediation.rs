@@ -254,11 +254,18 @@ impl Validator<'_> {
             d.retry_max,
             &limits::REMEDIATION_RETRY_MAX,
         );
-        if let Some(max) = raw.retry_max.as_ref().filter(|_| retry_max < retry_min) {
+        if retry_max < retry_min {
+            // Reported where it was written: the maximum, else the minimum
+            // that outgrew the default maximum.
+            let (field, at) = match (&raw.retry_max, &raw.retry_min) {
+                (Some(max), _) => ("remediation.retry_max", max.span()),
+                (None, Some(min)) => ("remediation.retry_min", min.span()),
+                (None, None) => ("remediation.retry_max", 0..0),
+            };
             self.problem(
-                "remediation.retry_max",
-                max.span(),
-                "is shorter than remediation.retry_min; make it at least as long",
+                field,
+                at,
+                "remediation.retry_max is shorter than remediation.retry_min; make retry_max at least as long",
             );
         }
         let slurm = self.slurm(raw.slurm.unwrap_or_default());
@@ -405,6 +412,11 @@ mod tests {
             Some(PathBuf::from("/etc/slurm/slurm.conf"))
         );
         assert_eq!(c.slurm.max_drained_nodes, Some(3));
+        let p = problems("[remediation]\nretry_min = \"1h\"\n");
+        assert!(
+            p.len() == 1 && p[0].starts_with("r.toml:2:") && p[0].contains("remediation.retry_min"),
+            "a minimum past the default maximum: {p:?}"
+        );
     }
 
     #[test]
@@ -419,7 +431,7 @@ mod tests {
         let expect = [
             ("r.toml:2:", "remediation.mode", "dry-run"),
             ("r.toml:3:", "remediation.actions", "RESET_GPU"),
-            ("r.toml:5:", "remediation.retry_max", "retry_min"),
+            ("r.toml:5:", "remediation.retry_max", "at least as long"),
             ("r.toml:8:", "remediation.slurm.node", "short name"),
             (
                 "r.toml:9:",
