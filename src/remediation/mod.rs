@@ -103,6 +103,8 @@ impl<S: Scheduler> Remediation<S> {
         match policy::decide(&self.state, triggers, now, &self.timing) {
             Some(intent @ Intent::Drain { .. }) => self.drain(intent, now).await,
             Some(Intent::Resume) => self.resume(now).await,
+            // Still looking for an earlier drain: keep its retry time.
+            None if !self.adopted => {}
             None => self.settle(),
         }
         self.show_state(triggers);

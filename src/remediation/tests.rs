@@ -249,6 +249,22 @@ async fn scheduler_errors_keep_the_decision_and_back_off() {
 }
 
 #[tokio::test]
+async fn an_unreachable_scheduler_at_start_is_asked_again_after_retry_min_not_every_tick() {
+    let s = Memory::with(&[("gpu-01", "drained", Some(REASON))]);
+    *s.down.lock().unwrap() = true;
+    let (mut r, _) = remediation(&s, RemediationMode::On);
+    for at in 0..5 {
+        r.tick(&[], t(at)).await;
+    }
+    assert_eq!(s.calls.lock().unwrap().len(), 1, "one look, then wait 10 s");
+    *s.down.lock().unwrap() = false;
+    r.tick(&[], t(10)).await;
+    assert!(r.state().drained.is_some(), "its earlier drain found");
+    r.tick(&[], t(71)).await;
+    assert_eq!(s.updates(), ["resume"]);
+}
+
+#[tokio::test]
 async fn a_restarted_agent_resumes_its_own_earlier_drain() {
     let s = Memory::with(&[("gpu-01", "drained", Some(REASON))]);
     let (mut r, _) = remediation(&s, RemediationMode::On);
