@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use gpuwatch::app::alerts::AlertsOptions;
 use gpuwatch::app::history::{DbOptions, EventsOptions, HistoryOptions, ListFormat, OutputFormat};
+use gpuwatch::app::npd::HealthOptions;
 use gpuwatch::app::silence::{AddOptions, AgentOptions};
 use gpuwatch::app::{self, RunOptions, SourceOptions};
 
@@ -26,6 +27,8 @@ const EXAMPLES: &str = "Examples:
   gpuwatch silence add --match alertname=GpuHot --match gpu=0 --duration 2h --comment 'fan swap'
   gpuwatch silence list
   gpuwatch silence expire 3
+  gpuwatch health --npd                        # node-problem-detector plugin: exit 0 ok, 1 problem, 2 unknown
+  gpuwatch health --npd --action RESET_GPU     # only GPUs that need a reset
   gpuwatch run --web-config /etc/gpuwatch/web.yml  # TLS and basic auth
 
 Built-in scenarios: demo, desktop-rtx3090, h100x8, thermal-incident, memory-pressure, faults, golden, h200, workloads, health";
@@ -131,6 +134,33 @@ enum Command {
     Silence {
         #[command(subcommand)]
         command: SilenceCommand,
+    },
+    /// Ask the running agent for its health verdict; exit 0 when no GPU is
+    /// unhealthy, 1 when one is, 2 when the agent cannot be asked
+    /// (node-problem-detector's custom-plugin protocol; see --npd).
+    Health {
+        #[command(flatten)]
+        agent: AgentArgs,
+        /// Print one short line (the node condition's message) and the details on stderr.
+        #[arg(long)]
+        npd: bool,
+        /// Count degraded GPUs instead of unhealthy ones (for an NPD temporary event).
+        #[arg(long)]
+        degraded: bool,
+        /// Only problems that need this action: RESET_GPU, REBOOT_SYSTEM, INSPECT_HARDWARE, RESET_FABRIC, ... (repeat for several).
+        #[arg(long = "action", value_name = "ACTION")]
+        actions: Vec<String>,
+        /// How long to wait for the agent (NPD kills a plugin after 5 s by default).
+        #[arg(long, default_value = "3s")]
+        timeout: String,
+        /// The message's limit in bytes (NPD's max_output_length).
+        #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u16).range(20..))]
+        max_length: u16,
+    },
+    /// Copy this gpuwatch binary to PATH (for an initContainer: the image has no shell or cp).
+    CopyBinary {
+        /// Where to put the copy (its directory must exist).
+        path: PathBuf,
     },
     /// Check a configuration file and print every problem with file, line and field.
     Validate {
@@ -392,6 +422,24 @@ fn main() -> ExitCode {
             SilenceCommand::Expire { agent, ids } => app::silence::expire(agent.into(), &ids),
         }
         .map(|()| true),
+        Command::Health {
+            agent,
+            npd,
+            degraded,
+            actions,
+            timeout,
+            max_length,
+        } => {
+            return ExitCode::from(app::npd::health(HealthOptions {
+                agent: agent.into(),
+                npd,
+                degraded,
+                actions,
+                timeout,
+                max_length: usize::from(max_length),
+            }))
+        }
+        Command::CopyBinary { path } => app::copy_binary::copy_binary(&path).map(|()| true),
         Command::Validate { config, web_config } => {
             app::validate(config.as_deref(), web_config.as_deref())
         }

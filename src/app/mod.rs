@@ -1,11 +1,15 @@
 //! The commands, as the binary runs them: `run` (the running agent itself
 //! is [`agent::run`]), `validate` and `status` here, `history` and `events`
-//! in [`history`], `alerts` in [`alerts`], `silence` in [`silence`]. Errors
-//! here are `anyhow`: this is the edge where they meet a person.
+//! in [`history`], `alerts` in [`alerts`], `silence` in [`silence`],
+//! `health` (node-problem-detector's plugin) in [`npd`], `copy-binary` in
+//! [`copy_binary`]. Errors here are `anyhow`: this is the edge where they
+//! meet a person.
 
 pub mod agent;
 pub mod alerts;
+pub mod copy_binary;
 pub mod history;
+pub mod npd;
 mod remediation;
 pub mod silence;
 mod storage;

@@ -81,8 +81,10 @@ fn base_url(options: &AgentOptions) -> anyhow::Result<String> {
     Ok(format!("{}://{listen}", if tls { "https" } else { "http" }))
 }
 
-struct Client {
-    base: String,
+/// A client of the running agent's HTTP API (also `gpuwatch health`'s).
+pub(super) struct Client {
+    /// The agent's base URL, for messages.
+    pub(super) base: String,
     agent: ureq::Agent,
     authorization: Option<String>,
 }
@@ -94,10 +96,18 @@ fn read_text(path: &Path, what: &str, limit: u64) -> anyhow::Result<String> {
 
 impl Client {
     fn new(options: &AgentOptions) -> anyhow::Result<Client> {
+        Client::with_timeout(options, Duration::from_secs(10))
+    }
+
+    /// A client whose every request ends after `timeout`, answered or not.
+    pub(super) fn with_timeout(
+        options: &AgentOptions,
+        timeout: Duration,
+    ) -> anyhow::Result<Client> {
         let base = base_url(options)?;
         let mut config = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
+            .timeout_global(Some(timeout))
             .user_agent(concat!("gpuwatch/", env!("CARGO_PKG_VERSION")));
         if let Some(ca) = &options.ca_file {
             let pem = read_text(ca, "the CA file", files::MAX_PEM_BYTES)?;
@@ -141,7 +151,12 @@ impl Client {
 
     /// Sends a request; returns the JSON answer of a 2xx, or an error that
     /// says what the agent said and what to do.
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
+    pub(super) fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<Value> {
         let url = format!("{}{path}", self.base);
         let result = match (method, body) {
             ("POST", Some(body)) => {
