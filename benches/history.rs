@@ -138,6 +138,7 @@ impl Node {
             hostname: "bench".into(),
             system: Arc::new(SystemInfo::default()),
             gpus,
+            workloads: Default::default(),
             collection: CollectionStats::default(),
             kubelet: None,
         }

@@ -17,6 +17,12 @@ off (`sampler.gpm`), and prints CPU per GPU per fast tick for each and their
 ratio (issue 12: GPM on at most 20 % above off). NVML calls per GPU per tick
 with GPM on and off come from `cargo bench --bench gpm`.
 
+An agent may carry its own environment: `--agent PATH@NAME=VALUE,NAME=VALUE`
+runs PATH with those variables set, e.g. `--agent OLD --agent
+OLD@MALLOC_ARENA_MAX=1` measures a glibc setting without a rebuild, and
+`--agent NEW@GPUWATCH_SIM_LIBRARY=NEW.so` gives a build its own simulator
+library (one that answers the NVML fields it asks).
+
 Each agent records history into a fresh database in a temporary directory
 (the same work on every run, whatever earlier runs left). `--agent PATH`
 (repeatable) measures other gpuwatch binaries instead, side by side in the
@@ -159,7 +165,8 @@ def main():
     parser.add_argument("--scenario", default="h100x8")
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--agent", action="append", default=[],
-                        help="gpuwatch binary to measure (repeatable; default target/release/gpuwatch)")
+                        help="gpuwatch binary to measure, optionally PATH@NAME=VALUE,... to set "
+                             "environment variables for it (repeatable; default target/release/gpuwatch)")
     parser.add_argument("--poller", help="the baseline poller binary (default: the release example)")
     parser.add_argument("--sim-library", help="the simulator library (default: the release build's)")
     parser.add_argument("--no-build", action="store_true",
@@ -180,21 +187,25 @@ def main():
     scratch = tempfile.TemporaryDirectory(prefix="gpuwatch-bench-")
     env = dict(os.environ, GPUWATCH_SIM_LIBRARY=simlib)
     agents = []
-    # (name, binary, extra arguments)
-    runs = [(b, b, []) for b in binaries]
+    # (name, binary, extra arguments, extra environment)
+    runs = []
+    for spec in binaries:
+        binary, _, assignments = spec.partition("@")
+        extra_env = dict(a.split("=", 1) for a in assignments.split(",") if a)
+        runs.append((spec, binary, [], extra_env))
     if args.gpm_compare:
         runs = []
         for gpm in ("true", "false"):
             cfg = os.path.join(scratch.name, f"gpm-{gpm}.toml")
             with open(cfg, "w") as f:
                 f.write(f"[sampler]\ngpm = {gpm}\n")
-            runs.append((f"{binaries[0]} (sampler.gpm = {gpm})", binaries[0], ["--config", cfg]))
-    for i, (name, binary, extra) in enumerate(runs):
+            runs.append((f"{binaries[0]} (sampler.gpm = {gpm})", binaries[0], ["--config", cfg], {}))
+    for i, (name, binary, extra, extra_env) in enumerate(runs):
         port = free_port()
         process = subprocess.Popen(
             [binary, "run", "--simulate", args.scenario, "--listen", f"127.0.0.1:{port}",
              "--history-db", os.path.join(scratch.name, f"history-{i}.db")] + extra,
-            stdout=subprocess.DEVNULL, stderr=log, env=env)
+            stdout=subprocess.DEVNULL, stderr=log, env=dict(env, **extra_env))
         measured = Measured(name, process, port)
         measured.binary = binary
         agents.append(measured)

@@ -41,6 +41,9 @@
 //!   Alertmanager webhook v4 JSON), its details, the table's SQL.
 //! - [`notify`]: a dispatcher per receiver (webhook, Alertmanager push,
 //!   email) that sends its outbox rows, with retries.
+//! - [`workload`]: who used each GPU (Slurm job, pod, container, process)
+//!   and how well: GPU-seconds, SM-active seconds and energy per workload,
+//!   a pure fold over snapshots.
 //! - [`capacity`]: "how many more fit": workload profiles against each
 //!   GPU's free memory, compute mode, MIG instances and SM share.
 //! - [`kubernetes`]: asks the kubelet's pod-resources socket which pod and
@@ -62,11 +65,11 @@
 //! # Layers
 //! Imports go one way; `tests/layering.rs` fails on any circle between
 //! source files or between these modules. From the bottom: `gpu`,
-//! `limits`, `problem`, `timespec`, `files`, `escape` → `kubernetes` → `sampler` →
-//! `capacity` → `exporter` (its families are the metric encoder everyone
-//! uses) → `history`, `panics` → `rules` → `outbox` → `alerting` →
-//! `notify` (receivers carry an alerting route) → `config` →
-//! `remediation` → `http` → `app`.
+//! `limits`, `problem`, `timespec`, `files`, `escape` → `kubernetes`,
+//! `workload` → `sampler` → `capacity` → `exporter` (its families are the
+//! metric encoder everyone uses) → `history`, `panics` → `rules` →
+//! `outbox` → `alerting` → `notify` (receivers carry an alerting route) →
+//! `config` → `remediation` → `http` → `app`.
 
 pub mod alerting;
 pub mod app;
@@ -91,3 +94,4 @@ pub mod sampler;
 pub mod sim;
 pub(crate) mod status;
 pub mod timespec;
+pub mod workload;

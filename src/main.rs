@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use gpuwatch::app::alerts::AlertsOptions;
 use gpuwatch::app::history::{DbOptions, EventsOptions, HistoryOptions, ListFormat, OutputFormat};
+use gpuwatch::app::jobs::{JobsFormat, JobsOptions, JobsSort};
 use gpuwatch::app::npd::HealthOptions;
 use gpuwatch::app::silence::{AddOptions, AgentOptions};
 use gpuwatch::app::{self, RunOptions, SourceOptions};
@@ -109,6 +110,32 @@ enum Command {
         /// Output format (table or json).
         #[arg(long, value_enum, default_value = "table")]
         format: ListFormat,
+    },
+    /// Who used the GPUs and how well: one line per workload (Slurm job, pod, container, process) with GPU time held, SM-active time, efficiency and energy.
+    Jobs {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Start: a duration ago (1d) or a time.
+        #[arg(long, default_value = "1d")]
+        since: String,
+        /// End (default now).
+        #[arg(long, default_value = "now")]
+        until: String,
+        /// Only this kind: slurm_job, pod, container, process.
+        #[arg(long)]
+        kind: Option<String>,
+        /// Only this user.
+        #[arg(long)]
+        user: Option<String>,
+        /// Only workloads that used this GPU (index).
+        #[arg(long)]
+        gpu: Option<u32>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: JobsFormat,
+        /// Order: started (newest first), efficiency (worst first), held (most first).
+        #[arg(long, value_enum, default_value = "started")]
+        sort: JobsSort,
     },
     /// Show the alerts (pending, firing, recently resolved) and their history, from the history database.
     Alerts {
@@ -307,6 +334,25 @@ impl From<SourceArgs> for SourceOptions {
 }
 
 /// Lets a closed standard output end a printing command the way it ends
+/// Keeps glibc's allocator from holding memory the agent does not use
+/// (issue 23, RSS; README "Footprint"): one arena for every thread instead
+/// of one per thread that allocates (the agent's threads allocate little and
+/// rarely at once), and fixed trim and mmap thresholds, so that freeing a
+/// large buffer (a /metrics body) does not raise them for good and leave
+/// the heap's free top resident. Measured side by side with
+/// `scripts/bench_agent.py`. Set here rather than through `MALLOC_ARENA_MAX`
+/// and friends, so that no unit file or container needs the environment.
+fn lean_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; it runs first in
+    // `main`, before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
 /// `cat` or `ls`: killed by SIGPIPE, quietly (status 141 in a shell), instead
 /// of a panic ("failed printing to stdout: Broken pipe") with status 101.
 ///
@@ -326,6 +372,7 @@ fn die_quietly_on_closed_stdout() {
 }
 
 fn main() -> ExitCode {
+    lean_allocator();
     // clap swallows EPIPE while printing --help and --version.
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Run { .. }) {
@@ -382,6 +429,26 @@ fn main() -> ExitCode {
             gpu,
             kind,
             format,
+        })
+        .map(|()| true),
+        Command::Jobs {
+            db,
+            since,
+            until,
+            kind,
+            user,
+            gpu,
+            format,
+            sort,
+        } => app::jobs::jobs(JobsOptions {
+            db: db.into(),
+            since,
+            until,
+            kind,
+            user,
+            gpu,
+            format,
+            sort,
         })
         .map(|()| true),
         Command::Alerts {

@@ -5,7 +5,10 @@
 mod common;
 
 use gpuwatch::sampler::procnames::ProcessNames;
-use gpuwatch::sampler::reader::{NodeReader, Tiers};
+use gpuwatch::sampler::reader::{Cadence, NodeReader, Tiers};
+
+/// The simulator's call counters are the process's: the tests take turns.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The simulator's counters, through the library the driver loaded.
 struct SimCounters {
@@ -62,6 +65,7 @@ fn since(before: [u64; 6], after: [u64; 6]) -> [u64; 6] {
 /// the ids the driver answered on the first one. The figures stay exact.
 #[test]
 fn steady_gpm_ticks_reuse_buffers_and_ask_only_answered_metrics() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
     let (library, driver) = common::frozen_simulator("scenarios/golden-full.toml");
     let counters = SimCounters::open(&library);
     let mut reader = NodeReader::new(&driver, "test".into(), ProcessNames::new(None));
@@ -96,4 +100,41 @@ fn steady_gpm_ticks_reuse_buffers_and_ask_only_answered_metrics() {
     // with the reader.
     assert_eq!(allocs_so_far, 3 * 2);
     assert_eq!(counters.gpm()[1], 3 * 2);
+}
+
+/// At the sampler's default 1 s tick GPM is sampled every 2 s (issue 23):
+/// one sample and one metrics call per stream every second tick, the
+/// figures carried on the tick between, and the same figures as when
+/// sampled every tick (time is frozen).
+#[test]
+fn the_sampler_samples_gpm_every_other_tick_at_1_s() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let (library, driver) = common::frozen_simulator("scenarios/golden-full.toml");
+    let counters = SimCounters::open(&library);
+    let mut every = NodeReader::new(&driver, "test".into(), ProcessNames::new(None));
+    every.tick(Tiers::ALL, None);
+    let reference = every.tick(Tiers::default(), None);
+    drop(every);
+
+    let mut reader = NodeReader::new(&driver, "test".into(), ProcessNames::new(None));
+    let cadence = Cadence::for_interval(std::time::Duration::from_secs(1));
+    assert_eq!((cadence.gpm_every, cadence.clocks_every), (2, 5));
+    reader.set_cadence(cadence);
+    reader.tick(Tiers::ALL, None);
+    let mut calls = Vec::new();
+    let mut snapshots = Vec::new();
+    for _ in 0..4 {
+        let before = counters.gpm();
+        snapshots.push(reader.tick(Tiers::default(), None));
+        let [_, _, gets, mig_gets, metrics, _] = since(before, counters.gpm());
+        calls.push((gets, mig_gets, metrics));
+    }
+    // Ticks 1..=4 after the first: GPM on ticks 2 and 4, the GPU and its
+    // two MIG instances.
+    assert_eq!(calls, [(0, 0, 0), (1, 2, 3), (0, 0, 0), (1, 2, 3)]);
+    // Tick 1 carries the first tick's (none yet); ticks 2-4 hold the figures.
+    assert!(snapshots[0].gpus[0].gpm.gpu.is_none());
+    for snapshot in &snapshots[1..] {
+        assert_eq!(snapshot.gpus[0].gpm, reference.gpus[0].gpm);
+    }
 }

@@ -103,11 +103,12 @@ impl FieldCalls {
     }
 }
 
-/// The counters ride in the slow tier's recovery-action batch: the A100
-/// that reads them makes as many field-value calls per slow tick as the
-/// H100 that does not and the A100 without NVLink (pcie replays, ECC,
-/// recovery action and links: 3 each), and the snapshot
-/// holds the exact counters.
+/// The counters ride in the slow tier's one field-value batch (issue 23:
+/// recovery action, each link's state and error counters, PCIe replays and
+/// ECC): the A100 that reads them makes as many field-value calls per slow
+/// tick as the H100 that does not and the A100 without NVLink — 1 each —,
+/// no GPU asks a link's state or error counters with a call of its own
+/// (links 0-11 all have fields), and the snapshot holds the exact counters.
 #[test]
 fn link_counters_cost_no_extra_call() {
     std::env::set_var("GPUWATCH_SIM_TIME", "10");
@@ -121,10 +122,26 @@ fn link_counters_cost_no_extra_call() {
     reader.tick(Tiers::default(), None);
     let fast = calls.now() - before;
     let before = calls.now();
+    let link_calls = || {
+        common::sim_calls(&library, c"nvmlDeviceGetNvLinkState")
+            + common::sim_calls(&library, c"nvmlDeviceGetNvLinkErrorCounter")
+    };
+    let links_before = link_calls();
     let snapshot = reader.tick(Tiers::ALL, None);
     let slow = calls.now() - before - fast;
     assert_eq!(fast, 4, "the fast tier's one batch per GPU is untouched");
-    assert_eq!(slow, 4 * 3, "field-value calls of the slow tier, 4 GPUs");
+    assert_eq!(slow, 4, "field-value calls of the slow tier, 4 GPUs");
+    assert_eq!(link_calls(), links_before, "link calls of the slow tier");
+    // Every link's state and error counters are there all the same.
+    for gpu in [0, 1, 2] {
+        let links = &snapshot.gpus[gpu].health.links.nvlink;
+        assert_eq!(links.len(), 4, "GPU {gpu}");
+        assert!(
+            links.iter().all(|l| l.up && l.errors.len() == 4),
+            "GPU {gpu}"
+        );
+    }
+    assert!(snapshot.gpus[3].health.links.nvlink.is_empty());
     let traffic = &snapshot.gpus[0].health.nvlink_traffic;
     assert_eq!(traffic.len(), 4);
     assert!(traffic

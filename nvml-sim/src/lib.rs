@@ -11,6 +11,7 @@ pub mod codes;
 pub mod duration;
 pub mod engine;
 pub mod ffi;
+pub mod pid_map;
 mod rng;
 pub mod scenario;
 pub mod timeline;
@@ -29,5 +30,8 @@ pub const ENV_START: &str = "GPUWATCH_SIM_START";
 /// Env var naming the file the simulator appends kernel-log records to
 /// (`/dev/kmsg` format); unset: no kernel log is written.
 pub const ENV_KMSG: &str = "GPUWATCH_SIM_KMSG";
+/// Env var naming a file of `SCENARIO_PID REAL_PID` pairs: the simulator
+/// reports those scenario processes under real pids (see [`pid_map`]).
+pub const ENV_PID_MAP: &str = "GPUWATCH_SIM_PID_MAP";
 /// File name of the built simulator library.
 pub const LIBRARY_FILE_NAME: &str = "libnvml_sim.so";

@@ -150,6 +150,7 @@ pub async fn run(
         process_interval: config.sampler.process_interval,
         proc_root,
         command_lines: config.sampler.process_command_line,
+        hpc_job_mapping_dir: config.workloads.hpc_job_mapping_dir.clone(),
         hostname,
         pods,
         gpm: config.sampler.gpm,

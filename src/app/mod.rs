@@ -9,6 +9,7 @@ pub mod agent;
 pub mod alerts;
 pub mod copy_binary;
 pub mod history;
+pub mod jobs;
 pub mod npd;
 mod remediation;
 pub mod silence;

@@ -19,6 +19,7 @@ mod route;
 mod sampler;
 mod server;
 mod values;
+mod workloads;
 
 use std::ops::Range;
 use std::path::Path;
@@ -32,6 +33,7 @@ pub use remediation::{Mode as RemediationMode, RemediationConfig, SlurmSettings}
 pub use sampler::SamplerConfig;
 pub use server::ServerConfig;
 pub use values::{control_character, parse_listen};
+pub use workloads::WorkloadsConfig;
 
 /// The default listen address. Port 9842: not used by dcgm-exporter (9400),
 /// nvidia_gpu_exporter (9835), Prometheus (9090) or node_exporter (9100).
@@ -63,6 +65,8 @@ pub struct Config {
     pub health: HealthConfig,
     /// `[remediation]`: acting on the health verdict (dry-run by default).
     pub remediation: RemediationConfig,
+    /// `[workloads]`: where Slurm jobs are learned besides the processes.
+    pub workloads: WorkloadsConfig,
 }
 
 impl Default for Config {
@@ -159,6 +163,7 @@ impl Config {
         let kubernetes = v.kubernetes(raw.kubernetes.unwrap_or_default());
         let health = v.health(raw.health.unwrap_or_default());
         let remediation = v.remediation(raw.remediation.unwrap_or_default());
+        let workloads = v.workloads(raw.workloads.unwrap_or_default());
         crate::rules::builtin::set_xid_escalation(&mut rules, health.xid_escalate_after);
         // One node-level rule per profile: it fits on no GPU of the node.
         match crate::rules::capacity::rules(&capacity, capacity.alert_for) {
@@ -186,6 +191,7 @@ impl Config {
             kubernetes,
             health,
             remediation,
+            workloads,
         })
     }
 }

@@ -32,6 +32,16 @@ pub struct RawConfig {
     pub health: Option<RawHealth>,
     /// `[remediation]`.
     pub remediation: Option<super::remediation::RawRemediation>,
+    /// `[workloads]`.
+    pub workloads: Option<RawWorkloads>,
+}
+
+/// `[workloads]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkloads {
+    /// dcgm-exporter's HPC job mapping directory; "" for none.
+    pub hpc_job_mapping_dir: Option<Spanned<PathBuf>>,
 }
 
 /// `[health]`.

@@ -29,6 +29,7 @@ pub fn encode(
     f.encode(encoder)?;
     super::gpm_metrics::encode(snapshot, encoder)?;
     super::fabric_metrics::encode(snapshot, encoder)?;
+    super::workload_metrics::encode(snapshot, false, encoder)?;
     super::process_metrics::encode(snapshot, options, encoder)
 }
 

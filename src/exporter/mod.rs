@@ -21,6 +21,7 @@ pub mod process_metrics;
 pub mod self_metrics;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod workload_metrics;
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -141,6 +141,24 @@ fn encode_health(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::R
     );
     up.push(vec![], if readable { 1.0 } else { 0.0 });
     up.encode(encoder)?;
+    let mut dropped = Family::counter(
+        "kernel_log_dropped",
+        "Kernel-log records the reader left out since the agent started, by reason: unresolved_overflow (Xid lines beyond the bound held before GPUs are known), kmsg_overwritten (records the kernel overwrote before they were read), unknown_device (Xid on a PCI device NVML does not list), not_from_kernel (a report not written by the kernel: a forgery).",
+        None,
+    );
+    for reason in crate::gpu::node_health::KERNEL_LOG_DROP_REASONS {
+        let count = log.kernel_log_dropped.iter().find(|(r, _)| *r == reason);
+        let count = count.map_or(0, |(_, n)| *n);
+        dropped.push(vec![("reason", Cow::Borrowed(reason))], count as f64);
+    }
+    dropped.encode(encoder)?;
+    let mut skipped = Family::counter(
+        "kernel_log_skipped",
+        "Bytes of a kernel-log file skipped to catch up with a flood (the newest lines are read first).",
+        unit("bytes"),
+    );
+    skipped.push(vec![], log.kernel_log_skipped_bytes as f64);
+    skipped.encode(encoder)?;
     let mut sxid = Family::counter(
         "sxid_errors",
         "SXid errors the NVSwitch driver logged since the agent started, by switch (PCI address) and SXid code.",

@@ -10,6 +10,18 @@ use serde::Serialize;
 
 use super::unix_time::unix_seconds;
 
+/// Why the kernel-log reader leaves a record out (the `reason` label of
+/// `gpuwatch_kernel_log_dropped_total`): Xid lines beyond the bound held
+/// before the GPUs are known, records the kernel overwrote before they were
+/// read, Xid on a PCI device NVML does not list, reports the kernel did not
+/// write (forgeries).
+pub const KERNEL_LOG_DROP_REASONS: [&str; 4] = [
+    "unresolved_overflow",
+    "kmsg_overwritten",
+    "unknown_device",
+    "not_from_kernel",
+];
+
 /// The node's hardware health as of one tick. `Default` is "not read"
 /// (turned off, or a one-off sample that never starts the readers).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -17,6 +29,12 @@ pub struct NodeHealth {
     /// `Some(true)` while the kernel log is being read, `Some(false)` when
     /// it cannot be (permissions), `None` when reading it is off.
     pub kernel_log_up: Option<bool>,
+    /// Kernel-log records the reader left out since the agent started, by
+    /// reason (`unresolved_overflow`, `kmsg_overwritten`, `unknown_device`,
+    /// `not_from_kernel`), reasons ascending.
+    pub kernel_log_dropped: Arc<Vec<(&'static str, u64)>>,
+    /// Kernel-log bytes skipped to catch up with a flood.
+    pub kernel_log_skipped_bytes: u64,
     /// SXid errors per NVSwitch (PCI address) and code, since the agent
     /// started.
     pub sxid: Arc<Vec<SxidCount>>,

@@ -18,9 +18,11 @@ use serde::Serialize;
 
 mod processes;
 mod readings;
+mod workloads;
 
 pub use processes::*;
 pub use readings::*;
+pub use workloads::*;
 
 /// One complete reading of the node, published by the sampler after each tick.
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +36,8 @@ pub struct Snapshot {
     pub system: Arc<SystemInfo>,
     /// Every GPU NVML enumerated, lost ones included.
     pub gpus: Vec<GpuSnapshot>,
+    /// Who used the GPUs and how well (see [`crate::workload`]).
+    pub workloads: Arc<WorkloadTable>,
     /// How the collection itself went.
     pub collection: CollectionStats,
     /// How asking the kubelet which pod holds which GPU goes; `None` where
@@ -115,6 +119,10 @@ pub struct GpuSnapshot {
     /// Kubernetes containers the kubelet allocated this GPU (or one of its
     /// MIG instances) to, refreshed on the process interval.
     pub pods: Arc<Vec<PodAllocation>>,
+    /// The Slurm jobs an HPC job mapping directory names for this GPU
+    /// (`gpu_instance_id` set for a MIG instance's file), where one is
+    /// configured (`[workloads] hpc_job_mapping_dir`).
+    pub hpc_jobs: Arc<Vec<MappedJob>>,
     /// Xid errors seen since the agent started, by code.
     pub xid_errors: Arc<Vec<XidCount>>,
     /// Which field groups succeeded on their last read.
@@ -197,6 +205,7 @@ impl GpuSnapshot {
             processes: Arc::default(),
             mig_instances: Arc::default(),
             pods: Arc::default(),
+            hpc_jobs: Arc::default(),
             xid_errors: Arc::default(),
             groups: BTreeMap::new(),
             gpm: Arc::default(),

@@ -28,6 +28,7 @@ pub fn snapshot(taken_at: SystemTime, gpus: Vec<GpuSnapshot>) -> Snapshot {
         hostname: "node".into(),
         system: Arc::default(),
         gpus,
+        workloads: Default::default(),
         collection: Default::default(),
         kubelet: None,
     }

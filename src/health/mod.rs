@@ -1,10 +1,12 @@
 //! Hardware health beyond NVML's readings: the kernel log's Xid and SXid
-//! lines ([`reader`] follows the log, [`parse`] reads its lines, [`pci`]
-//! matches the driver's PCI addresses to NVML's GPUs) and NVIDIA's Xid
-//! catalog ([`catalog`]).
+//! lines ([`reader`] follows the log, [`tail`] a regular file across
+//! rotations, [`parse`] reads its lines and decides which the kernel wrote,
+//! [`router`] matches the driver's PCI addresses to NVML's GPUs), the GPUs
+//! on the PCI bus ([`pci_scan`]) and NVIDIA's Xid catalog ([`catalog`]).
 //!
 //! One thread follows the log and writes into the sampler's Xid table,
-//! which de-duplicates against NVML's own Xid events; the sampler then
+//! which de-duplicates against NVML's own Xid events; another counts the
+//! GPUs on the PCI bus, so that neither can hold up the other. The sampler
 //! carries counts, SXid counts and recent occurrences in each snapshot.
 
 pub mod catalog;
@@ -14,7 +16,9 @@ pub mod pci_scan;
 #[cfg(test)]
 mod proptests;
 pub mod reader;
+pub mod router;
 pub mod settings;
+pub mod tail;
 pub mod verdict;
 
 use std::path::PathBuf;
@@ -23,27 +27,28 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
-use crate::sampler::xid::{KernelXid, XidTable};
+use crate::sampler::xid::XidTable;
 use crate::sampler::{Sampler, SnapshotReceiver};
 use settings::HealthConfig;
 
+use crate::escape::control_chars;
 use crate::gpu::pci_address::PciAddress;
-use parse::{KernelEvent, XidReport};
 use reader::{Follower, ReadLine};
+use router::{RateLimit, Router};
 
 /// How often the log is polled: also the longest delay of a kernel-log Xid.
 const POLL: Duration = Duration::from_millis(500);
 /// How often an unreadable log is tried again.
 const RETRY: Duration = Duration::from_secs(30);
-/// Xid lines kept while no snapshot says which GPU has which PCI address.
-const MAX_UNRESOLVED: usize = 1024;
 
-/// The running kernel-log reader; stops when dropped.
+/// The running hardware-health readers (the kernel-log thread and the PCI
+/// scan thread, apart so that neither can hold up the other); stop when
+/// dropped.
 pub struct HealthReader {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 /// How often the PCI bus is counted.
@@ -77,21 +82,36 @@ pub fn start(config: &HealthConfig, sampler: &Sampler) -> Option<HealthReader> {
         table.set_kernel_log_up(Some(false));
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let snapshots = sampler.snapshots();
-    let spawned = std::thread::Builder::new()
-        .name("gpuwatch-health".into())
-        .spawn(move || run(kernel_log, pci, &table, &snapshots, &flag));
-    match spawned {
-        Ok(thread) => Some(HealthReader {
-            stop,
-            thread: Some(thread),
-        }),
-        Err(error) => {
-            warn!(error = %error, "Cannot start the hardware-health thread; Xid errors are counted from NVML events only and GPUs on the PCI bus are not counted.");
-            None
+    let mut threads = Vec::new();
+    if let Some(path) = kernel_log {
+        let (log_table, snapshots, flag) = (table.clone(), sampler.snapshots(), stop.clone());
+        let spawned = std::thread::Builder::new()
+            .name("gpuwatch-kmsg".into())
+            .spawn(move || run_kernel_log(path, &log_table, &snapshots, &flag));
+        match spawned {
+            Ok(thread) => threads.push(thread),
+            Err(error) => {
+                warn!(error = %error, "Cannot start the kernel-log thread; Xid errors are counted from NVML events only.");
+                table.set_kernel_log_up(Some(false));
+            }
         }
     }
+    if let Some(path) = pci {
+        let flag = stop.clone();
+        let spawned = std::thread::Builder::new()
+            .name("gpuwatch-pci".into())
+            .spawn(move || run_pci(path, &table, &flag));
+        match spawned {
+            Ok(thread) => threads.push(thread),
+            Err(error) => {
+                warn!(error = %error, "Cannot start the PCI scan thread; GPUs on the PCI bus are not counted.");
+            }
+        }
+    }
+    if threads.is_empty() {
+        return None;
+    }
+    Some(HealthReader { stop, threads })
 }
 
 /// Counts the GPUs on the PCI bus into a one-off sample (`gpuwatch status`).
@@ -108,8 +128,9 @@ pub fn count_pci_into(config: &HealthConfig, snapshot: &mut crate::gpu::Snapshot
 impl Drop for HealthReader {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let deadline = std::time::Instant::now() + POLL * 4;
+        // One deadline for all: a thread stuck in a read is left behind.
+        let deadline = std::time::Instant::now() + POLL * 4;
+        for thread in self.threads.drain(..) {
             while !thread.is_finished() && std::time::Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -174,33 +195,28 @@ fn sleep_or_stop(stop: &AtomicBool, period: Duration) -> bool {
     stop.load(Ordering::Relaxed)
 }
 
-fn run(
-    kernel_log: Option<PathBuf>,
-    pci: Option<PathBuf>,
+/// The kernel-log thread: polls the log every [`POLL`].
+fn run_kernel_log(
+    path: PathBuf,
     table: &XidTable,
     snapshots: &SnapshotReceiver,
     stop: &AtomicBool,
 ) {
-    let mut log = kernel_log.map(|path| LogState {
-        path,
-        follower: None,
-        retry_at: std::time::Instant::now(),
-        warned: false,
-        router: Router::new(boot_time()),
-        lines: Vec::new(),
-    });
-    let mut pci = pci.map(|path| (path, std::time::Instant::now(), false));
+    let mut log = LogState::new(path, boot_time());
     loop {
-        if let Some((path, next, warned)) = &mut pci {
-            if std::time::Instant::now() >= *next {
-                count_pci(path, table, warned);
-                *next = std::time::Instant::now() + PCI_EVERY;
-            }
-        }
-        if let Some(log) = &mut log {
-            log.step(table, snapshots);
-        }
+        log.step(table, snapshots);
         if sleep_or_stop(stop, POLL) {
+            return;
+        }
+    }
+}
+
+/// The PCI scan thread: counts the GPUs on the bus every [`PCI_EVERY`].
+fn run_pci(path: PathBuf, table: &XidTable, stop: &AtomicBool) {
+    let mut warned = false;
+    loop {
+        count_pci(&path, table, &mut warned);
+        if sleep_or_stop(stop, PCI_EVERY) {
             return;
         }
     }
@@ -222,6 +238,21 @@ fn count_pci(path: &std::path::Path, table: &XidTable, warned: &mut bool) {
     }
 }
 
+/// The NVML index and PCI address of each GPU in the latest snapshot.
+fn gpu_addresses(snapshots: &SnapshotReceiver) -> Vec<(u32, PciAddress)> {
+    let Some(snapshot) = snapshots.borrow().clone() else {
+        return Vec::new();
+    };
+    snapshot
+        .gpus
+        .iter()
+        .filter_map(|g| {
+            let address = PciAddress::parse(g.identity.pci_bus_id.as_deref()?)?;
+            Some((g.index, address))
+        })
+        .collect()
+}
+
 /// The kernel log being followed (or waited for).
 struct LogState {
     path: PathBuf,
@@ -232,9 +263,27 @@ struct LogState {
     warned: bool,
     router: Router,
     lines: Vec<ReadLine>,
+    /// Warnings for records left out (a flood), at most one per episode
+    /// and [`router::WARN_EVERY`].
+    dropped_warning: RateLimit,
+    /// Whether the last poll left records out (an episode under way).
+    dropping: bool,
 }
 
 impl LogState {
+    fn new(path: PathBuf, boot: SystemTime) -> Self {
+        LogState {
+            path,
+            follower: None,
+            retry_at: std::time::Instant::now(),
+            warned: false,
+            router: Router::new(boot),
+            lines: Vec::new(),
+            dropped_warning: RateLimit::default(),
+            dropping: false,
+        }
+    }
+
     fn step(&mut self, table: &XidTable, snapshots: &SnapshotReceiver) {
         if self.follower.is_none() {
             if std::time::Instant::now() < self.retry_at {
@@ -259,112 +308,49 @@ impl LogState {
             }
         }
         if let Some(follower) = &mut self.follower {
-            if let Err(error) = follower.poll(&mut self.lines) {
-                warn!(path = %self.path.display(), error = %error, "Reading the kernel log failed; opening it again.");
-                table.set_kernel_log_up(Some(false));
-                self.follower = None;
-                self.retry_at = std::time::Instant::now() + POLL;
+            match follower.poll(&mut self.lines) {
+                Ok(dropped) => self.count_dropped(dropped, table),
+                Err(error) => {
+                    warn!(path = %self.path.display(), error = %error, "Reading the kernel log failed; opening it again.");
+                    table.set_kernel_log_up(Some(false));
+                    self.follower = None;
+                    self.retry_at = std::time::Instant::now() + POLL;
+                }
             }
+        }
+        if !self.lines.is_empty() || self.router_waits() {
+            self.router.set_gpus(gpu_addresses(snapshots), table);
         }
         for line in self.lines.drain(..) {
             self.router.line(&line, table);
         }
-        self.router.resolve(snapshots, table);
-    }
-}
-
-/// Turns lines into table entries, holding Xid lines until a snapshot says
-/// which GPU sits at their PCI address.
-struct Router {
-    boot: SystemTime,
-    unresolved: Vec<(XidReport, SystemTime, bool)>,
-    /// Addresses NVML does not list, already logged.
-    unknown: std::collections::BTreeSet<PciAddress>,
-}
-
-impl Router {
-    fn new(boot: SystemTime) -> Self {
-        Router {
-            boot,
-            unresolved: Vec::new(),
-            unknown: Default::default(),
-        }
     }
 
-    fn line(&mut self, line: &ReadLine, table: &XidTable) {
-        let Some(split) = parse::split_line(&line.text) else {
-            return;
-        };
-        let Some(event) = parse::parse_message(split.message) else {
-            return;
-        };
-        let at = split
-            .since_boot_us
-            .and_then(|us| self.boot.checked_add(Duration::from_micros(us)))
-            .unwrap_or_else(SystemTime::now);
-        match event {
-            KernelEvent::Xid(report) => {
-                if self.unresolved.len() >= MAX_UNRESOLVED {
-                    self.unresolved.remove(0);
-                }
-                self.unresolved.push((report, at, line.backlog));
-            }
-            // The backlog is not counted again: after a restart the
-            // counters start over, and an old error must not look new.
-            KernelEvent::Sxid { pci, code, text } if line.backlog => {
-                debug!(switch = %pci, sxid = code, text = %text, "SXid error from before the agent started.");
-            }
-            KernelEvent::Sxid { pci, code, text } => {
-                warn!(switch = %pci, sxid = code, text = %text, "SXid error reported by the NVSwitch driver.");
-                table.record_sxid(pci.to_string(), code, at);
-            }
-        }
+    /// Whether the router still waits for the GPUs' addresses.
+    fn router_waits(&self) -> bool {
+        self.router.waiting()
     }
 
-    fn resolve(&mut self, snapshots: &SnapshotReceiver, table: &XidTable) {
-        if self.unresolved.is_empty() {
-            return;
+    fn count_dropped(&mut self, dropped: reader::Dropped, table: &XidTable) {
+        if dropped.kmsg_overwritten > 0 {
+            table.add_kernel_log_dropped("kmsg_overwritten", dropped.kmsg_overwritten);
         }
-        let Some(snapshot) = snapshots.borrow().clone() else {
-            return;
-        };
-        let gpus: Vec<(u32, PciAddress)> = snapshot
-            .gpus
-            .iter()
-            .filter_map(|g| {
-                let address = PciAddress::parse(g.identity.pci_bus_id.as_deref()?)?;
-                Some((g.index, address))
-            })
-            .collect();
-        if gpus.is_empty() {
-            return; // identities not read yet
+        if dropped.skipped_bytes > 0 {
+            table.add_kernel_log_skipped_bytes(dropped.skipped_bytes);
         }
-        for (report, at, backlog) in self.unresolved.drain(..) {
-            let Some((gpu, _)) = gpus.iter().find(|(_, a)| a.same_device(&report.pci)) else {
-                if self.unknown.insert(report.pci) {
-                    warn!(pci = %report.pci, xid = report.code, "Xid error on a PCI device NVML does not list; it is not counted.");
-                }
-                continue;
-            };
-            if backlog {
-                debug!(
-                    gpu,
-                    xid = report.code,
-                    "Xid error from before the agent started."
+        let dropping = dropped != reader::Dropped::default();
+        if dropping && !self.dropping {
+            if let Some(held_back) = self.dropped_warning.ready(std::time::Instant::now()) {
+                warn!(
+                    path = %control_chars(&self.path.display().to_string()),
+                    overwritten_records = dropped.kmsg_overwritten,
+                    skipped_bytes = dropped.skipped_bytes,
+                    held_back,
+                    "The kernel log is flooded (or was far ahead of the reader when opened): the reader skips ahead to the newest lines and counts what it leaves out (gpuwatch_kernel_log_dropped_total, gpuwatch_kernel_log_skipped_bytes_total)."
                 );
-            } else {
-                warn!(gpu, xid = report.code, text = %report.text, "Xid error in the kernel log.");
             }
-            table.record_kernel(KernelXid {
-                gpu: *gpu,
-                code: report.code,
-                at,
-                pid: report.pid,
-                process: report.process,
-                text: report.text,
-                backlog,
-            });
         }
+        self.dropping = dropping;
     }
 }
 

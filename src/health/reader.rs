@@ -1,23 +1,28 @@
 //! Follows the kernel log: `/dev/kmsg` (a character device: one record per
 //! `read`, the records since boot first) or a regular file, followed like
-//! `tail -F` (read from the start, then new lines as they are appended; a
-//! truncated or replaced file is read again from its start).
+//! `tail -F` ([`super::tail`]).
+//!
+//! Never blocks: every open is `O_NONBLOCK` and the type is checked on the
+//! open file (a FIFO put in the log's place is refused, not waited on), and
+//! each poll checks that the path still names the file being read (a device
+//! replaced by a regular file is opened again).
 //!
 //! Memory is bounded: a line longer than [`MAX_LINE`] is cut, and one poll
-//! reads at most [`MAX_POLL_BYTES`].
+//! reads at most [`MAX_POLL_BYTES`] and [`MAX_POLL_RECORDS`].
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use super::parse::MAX_LINE;
+pub use super::tail::ReadLine;
+use super::tail::{describe, open_nonblocking, Follow};
+pub use super::tail::{MAX_BEHIND, MAX_POLL_BYTES, MAX_POLL_LINES};
 
-/// Most bytes one poll reads from a regular file (the rest waits for the
-/// next poll).
-pub const MAX_POLL_BYTES: usize = 1 << 20;
 /// Most records one poll reads from `/dev/kmsg`.
-const MAX_POLL_RECORDS: usize = 4096;
+pub const MAX_POLL_RECORDS: usize = 4096;
 
 /// Why the kernel log cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -49,33 +54,29 @@ impl OpenError {
     }
 }
 
-/// One line read, and whether it was already in the log when the reader
-/// opened it (the backlog).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadLine {
-    /// The line, without its newline, at most [`MAX_LINE`] bytes.
-    pub text: String,
-    /// Logged before the reader opened the log.
-    pub backlog: bool,
+/// What one poll had to leave out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// kmsg records the kernel overwrote before they were read (the gap in
+    /// sequence numbers after `EPIPE`).
+    pub kmsg_overwritten: u64,
+    /// Bytes of a regular file skipped to catch up with a flood.
+    pub skipped_bytes: u64,
 }
 
 enum Source {
     /// `/dev/kmsg`: each read returns one record.
     Device {
         file: File,
+        /// (device, inode) of the open device, to see it replaced.
+        id: (u64, u64),
         /// Still reading the records that were there at open.
         in_backlog: bool,
+        /// The last record's sequence number.
+        last_seq: Option<u64>,
     },
-    /// A regular file followed by offset.
-    Regular {
-        file: File,
-        inode: u64,
-        offset: u64,
-        /// Bytes up to here were there at open.
-        backlog_end: u64,
-        /// An unfinished last line.
-        partial: Vec<u8>,
-    },
+    /// A regular file followed like `tail -F`.
+    Regular(Follow),
 }
 
 /// An open kernel log.
@@ -85,35 +86,28 @@ pub struct Follower {
 }
 
 impl Follower {
-    /// Opens `path`; a character device is read as `/dev/kmsg`.
+    /// Opens `path` without blocking; a character device is read as
+    /// `/dev/kmsg`, a regular file followed; anything else is refused.
     pub fn open(path: &Path) -> Result<Follower, OpenError> {
-        let metadata = std::fs::metadata(path).map_err(|e| OpenError::new(path, e))?;
+        let (file, metadata) = open_nonblocking(path).map_err(|e| OpenError::new(path, e))?;
         let source = if metadata.file_type().is_char_device() {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(path)
-                .map_err(|e| OpenError::new(path, e))?;
             Source::Device {
                 file,
+                id: (metadata.dev(), metadata.ino()),
                 in_backlog: true,
+                last_seq: None,
             }
         } else if metadata.is_file() {
-            let file = File::open(path).map_err(|e| OpenError::new(path, e))?;
-            let metadata = file.metadata().map_err(|e| OpenError::new(path, e))?;
-            Source::Regular {
-                file,
-                inode: metadata.ino(),
-                offset: 0,
-                backlog_end: metadata.len(),
-                partial: Vec::new(),
-            }
+            Source::Regular(Follow::new(file, &metadata))
         } else {
+            let what = describe(&metadata);
             return Err(OpenError::new(
                 path,
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    "neither a character device nor a regular file",
+                    format!(
+                        "it is {what}, neither a character device (/dev/kmsg) nor a regular file"
+                    ),
                 ),
             ));
         };
@@ -128,70 +122,48 @@ impl Follower {
         &self.path
     }
 
-    /// Reads what is new into `out`. An error means the log has to be
-    /// opened again.
-    pub fn poll(&mut self, out: &mut Vec<ReadLine>) -> io::Result<()> {
+    /// Reads what is new into `out` and says what had to be left out. An
+    /// error means the log has to be opened again.
+    pub fn poll(&mut self, out: &mut Vec<ReadLine>) -> io::Result<Dropped> {
         match &mut self.source {
-            Source::Device { file, in_backlog } => poll_device(file, in_backlog, out),
-            Source::Regular { .. } => self.poll_regular(out),
-        }
-    }
-
-    fn poll_regular(&mut self, out: &mut Vec<ReadLine>) -> io::Result<()> {
-        let Source::Regular {
-            file,
-            inode,
-            offset,
-            backlog_end,
-            partial,
-        } = &mut self.source
-        else {
-            return Ok(());
-        };
-        // tail -F: a replaced file is followed from its start, a truncated
-        // one too. Lines in the new content are new, not backlog.
-        let now = std::fs::metadata(&self.path)?;
-        if now.ino() != *inode {
-            *file = File::open(&self.path)?;
-            *inode = file.metadata()?.ino();
-            (*offset, *backlog_end) = (0, 0);
-            partial.clear();
-        } else if now.len() < *offset {
-            (*offset, *backlog_end) = (0, 0);
-            partial.clear();
-        }
-        file.seek(SeekFrom::Start(*offset))?;
-        let mut buffer = Vec::new();
-        file.take(MAX_POLL_BYTES as u64).read_to_end(&mut buffer)?;
-        let mut start = 0;
-        for (i, byte) in buffer.iter().enumerate() {
-            if *byte != b'\n' {
-                continue;
+            Source::Device {
+                file,
+                id,
+                in_backlog,
+                last_seq,
+            } => {
+                // A device replaced by anything else is opened again.
+                let now = std::fs::metadata(&self.path)?;
+                if (now.dev(), now.ino()) != *id {
+                    return Err(io::Error::other(format!(
+                        "the path now names another file ({})",
+                        describe(&now)
+                    )));
+                }
+                let overwritten = poll_device(file, in_backlog, last_seq, out)?;
+                Ok(Dropped {
+                    kmsg_overwritten: overwritten,
+                    skipped_bytes: 0,
+                })
             }
-            let line_end = *offset + i as u64 + 1;
-            push_bytes(partial, &buffer[start..i]);
-            out.push(ReadLine {
-                text: String::from_utf8_lossy(partial).into_owned(),
-                backlog: line_end <= *backlog_end,
-            });
-            partial.clear();
-            start = i + 1;
+            Source::Regular(follow) => Ok(Dropped {
+                kmsg_overwritten: 0,
+                skipped_bytes: follow.poll(&self.path, out)?,
+            }),
         }
-        push_bytes(partial, &buffer[start..]);
-        *offset += buffer.len() as u64;
-        Ok(())
     }
 }
 
-/// Appends to an unfinished line, keeping at most [`MAX_LINE`] bytes.
-fn push_bytes(partial: &mut Vec<u8>, bytes: &[u8]) {
-    let room = MAX_LINE.saturating_sub(partial.len());
-    partial.extend_from_slice(&bytes[..bytes.len().min(room)]);
-}
-
-fn poll_device(file: &mut File, in_backlog: &mut bool, out: &mut Vec<ReadLine>) -> io::Result<()> {
+/// Reads kmsg records; returns how many the kernel overwrote unread.
+fn poll_device(
+    file: &mut impl Read,
+    in_backlog: &mut bool,
+    last_seq: &mut Option<u64>,
+    out: &mut Vec<ReadLine>,
+) -> io::Result<u64> {
     // A kmsg record is at most about 1 KiB; a smaller buffer fails with EINVAL.
     let mut buffer = vec![0u8; 8192];
+    let mut overwritten = 0;
     for _ in 0..MAX_POLL_RECORDS {
         match file.read(&mut buffer) {
             Ok(0) => break,
@@ -200,9 +172,16 @@ fn poll_device(file: &mut File, in_backlog: &mut bool, out: &mut Vec<ReadLine>) 
                 let text = String::from_utf8_lossy(record);
                 // Continuation lines follow the record after a newline.
                 let first = text.split('\n').next().unwrap_or_default();
+                if let Some(seq) = record_seq(first) {
+                    if let Some(last) = *last_seq {
+                        overwritten += seq.saturating_sub(last.saturating_add(1));
+                    }
+                    *last_seq = Some(seq);
+                }
                 out.push(ReadLine {
                     text: first.to_string(),
                     backlog: *in_backlog,
+                    read_at: SystemTime::now(),
                 });
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -210,13 +189,19 @@ fn poll_device(file: &mut File, in_backlog: &mut bool, out: &mut Vec<ReadLine>) 
                 break;
             }
             // EPIPE: records were overwritten before they were read; the
-            // next read continues with the oldest one still there.
+            // next read continues with the oldest one still there (the gap
+            // in sequence numbers counts them).
             Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(overwritten)
+}
+
+/// A kmsg record's sequence number (`PRI,SEQ,...`).
+fn record_seq(record: &str) -> Option<u64> {
+    record.split(',').nth(1)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -260,6 +245,239 @@ mod tests {
         std::fs::write(&path, "rotated in\n").unwrap();
         follower.poll(&mut out).unwrap();
         assert_eq!(texts(&out), [("rotated in", false)]);
+    }
+
+    fn poll(follower: &mut Follower) -> Vec<ReadLine> {
+        let mut out = Vec::new();
+        follower.poll(&mut out).unwrap();
+        out
+    }
+
+    fn append(path: &Path, text: &str) {
+        let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+    }
+
+    /// Runs `f` on another thread: a hang fails the test instead of
+    /// stopping it.
+    fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .expect("the reader blocked")
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_the_file_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kmsg");
+        std::fs::write(&path, "one\n").unwrap();
+        let mut follower = Follower::open(&path).unwrap();
+        assert_eq!(texts(&poll(&mut follower)), [("one", true)]);
+        std::fs::remove_file(&path).unwrap();
+        let fifo = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let (result, follower) = within(move || {
+            let mut out = Vec::new();
+            let result = follower.poll(&mut out).map(|_| out.len());
+            (result, follower)
+        });
+        let error = result.expect_err("a FIFO is not followed");
+        assert!(error.to_string().contains("FIFO"), "{error}");
+        let reopen = within(move || Follower::open(&path).err());
+        let error = reopen.expect("a FIFO is not opened as the log");
+        assert!(error.to_string().contains("FIFO"), "{error}");
+        assert_eq!(follower.path(), dir.path().join("kmsg"));
+    }
+
+    #[test]
+    fn a_device_replaced_by_a_file_is_opened_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kmsg");
+        std::os::unix::fs::symlink("/dev/null", &path).unwrap();
+        let mut follower = Follower::open(&path).unwrap();
+        assert!(matches!(follower.source, Source::Device { .. }));
+        assert!(poll(&mut follower).is_empty());
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "4,1,1,-;a line\n").unwrap();
+        let mut out = Vec::new();
+        assert!(follower.poll(&mut out).is_err(), "the device was replaced");
+        let mut follower = Follower::open(&path).unwrap();
+        assert_eq!(texts(&poll(&mut follower)), [("4,1,1,-;a line", true)]);
+    }
+
+    #[test]
+    fn rename_and_create_reads_the_old_file_to_its_end_then_the_new_one_as_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kern.log");
+        std::fs::write(&path, "before\n").unwrap();
+        let mut follower = Follower::open(&path).unwrap();
+        assert_eq!(texts(&poll(&mut follower)), [("before", true)]);
+        let rotated = dir.path().join("kern.log.1");
+        // The writer still holds the old file after the rename.
+        let mut writer = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::fs::rename(&path, &rotated).unwrap();
+        writer.write_all(b"late on the old file\n").unwrap();
+        std::fs::write(&path, "first in the new file\n").unwrap();
+        assert_eq!(
+            texts(&poll(&mut follower)),
+            [
+                ("late on the old file", false),
+                ("first in the new file", false)
+            ]
+        );
+        // Still on the old file a poll later: read within the grace.
+        writer.write_all(b"later still\n").unwrap();
+        append(&path, "second in the new file\n");
+        assert_eq!(
+            texts(&poll(&mut follower)),
+            [("later still", false), ("second in the new file", false)]
+        );
+    }
+
+    #[test]
+    fn a_missing_file_during_rotation_keeps_the_old_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kern.log");
+        std::fs::write(&path, "").unwrap();
+        let mut follower = Follower::open(&path).unwrap();
+        assert!(poll(&mut follower).is_empty());
+        let mut writer = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::fs::rename(&path, dir.path().join("kern.log.1")).unwrap();
+        writer.write_all(b"while no file is at the path\n").unwrap();
+        assert_eq!(
+            texts(&poll(&mut follower)),
+            [("while no file is at the path", false)]
+        );
+        std::fs::write(&path, "created later\n").unwrap();
+        assert_eq!(texts(&poll(&mut follower)), [("created later", false)]);
+    }
+
+    #[test]
+    fn copytruncate_with_writes_past_the_old_offset_before_the_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kern.log");
+        std::fs::write(&path, "[ 1.0] old a\n[ 2.0] old b\n").unwrap();
+        let mut follower = Follower::open(&path).unwrap();
+        assert_eq!(poll(&mut follower).len(), 2);
+        // copytruncate: copied away, truncated in place, then the driver
+        // writes more than the old length before the next poll.
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(0).unwrap();
+        drop(file);
+        append(
+            &path,
+            "[ 3.0] NVRM: Xid (PCI:0000:18:00): 79, fatal one\n[ 4.0] more\n",
+        );
+        assert_eq!(
+            texts(&poll(&mut follower)),
+            [
+                ("[ 3.0] NVRM: Xid (PCI:0000:18:00): 79, fatal one", false),
+                ("[ 4.0] more", false)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_flood_is_skipped_to_its_newest_lines_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kern.log");
+        std::fs::write(&path, "").unwrap();
+        let mut follower = Follower::open(&path).unwrap();
+        assert!(poll(&mut follower).is_empty());
+        let junk = "[ 5.0] junk junk junk junk junk junk junk junk junk\n".repeat(400_000);
+        append(&path, &junk);
+        append(
+            &path,
+            "[ 6.0] NVRM: Xid (PCI:0000:18:00): 79, after the flood\n",
+        );
+        let mut seen = false;
+        let mut skipped = 0;
+        for _ in 0..2 {
+            let mut out = Vec::new();
+            skipped += follower.poll(&mut out).unwrap().skipped_bytes;
+            seen |= out.iter().any(|l| l.text.contains("after the flood"));
+        }
+        assert!(
+            seen,
+            "the Xid right after the flood is read within two polls"
+        );
+        assert!(
+            skipped >= junk.len() as u64 - 2 * MAX_POLL_BYTES as u64,
+            "{skipped}"
+        );
+        // A line without end far longer than a poll: skipped, not waited on.
+        append(&path, &"y".repeat(20 << 20));
+        append(&path, "\n[ 7.0] after the long line\n");
+        let out = poll(&mut follower);
+        assert!(
+            out.iter().any(|l| l.text == "[ 7.0] after the long line"),
+            "{:?}",
+            out.len()
+        );
+    }
+
+    #[test]
+    fn lines_carry_when_they_were_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kern.log");
+        std::fs::write(&path, "x\n").unwrap();
+        let before = std::time::SystemTime::now();
+        let mut follower = Follower::open(&path).unwrap();
+        let out = poll(&mut follower);
+        assert!(out[0].read_at >= before && out[0].read_at <= std::time::SystemTime::now());
+    }
+
+    /// Answers like `/dev/kmsg`: one record per read, `EPIPE` where the
+    /// kernel overwrote records, then `EAGAIN`.
+    struct FakeKmsg(std::collections::VecDeque<Result<&'static str, i32>>);
+
+    impl Read for FakeKmsg {
+        fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+            match self.0.pop_front() {
+                Some(Ok(record)) => {
+                    buffer[..record.len()].copy_from_slice(record.as_bytes());
+                    Ok(record.len())
+                }
+                Some(Err(errno)) => Err(io::Error::from_raw_os_error(errno)),
+                None => Err(io::Error::from_raw_os_error(libc::EAGAIN)),
+            }
+        }
+    }
+
+    #[test]
+    fn kmsg_records_overwritten_before_they_were_read_are_counted() {
+        let mut kmsg = FakeKmsg(
+            [
+                Ok("4,10,1,-;one\n SUBSYSTEM=pci\n"),
+                Ok("4,11,2,-;two\n"),
+                Err(libc::EPIPE),
+                Ok("4,50,3,-;after the gap\n"),
+            ]
+            .into(),
+        );
+        let (mut in_backlog, mut last_seq, mut out) = (true, None, Vec::new());
+        let overwritten = poll_device(&mut kmsg, &mut in_backlog, &mut last_seq, &mut out).unwrap();
+        assert_eq!(overwritten, 38, "records 12 to 49");
+        assert_eq!(
+            texts(&out),
+            [
+                ("4,10,1,-;one", true),
+                ("4,11,2,-;two", true),
+                ("4,50,3,-;after the gap", true)
+            ]
+        );
+        assert!(!in_backlog, "EAGAIN ends the backlog");
+        assert_eq!(last_seq, Some(50));
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod rollup;
 pub mod sql;
 pub mod stats;
 pub mod store;
+pub mod workloads;
 pub mod writer;
 
 #[cfg(test)]
@@ -38,6 +39,8 @@ mod migration_tests;
 mod open_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod workload_tests;
 
 use std::path::{Path, PathBuf};
 

@@ -99,6 +99,8 @@ pub struct Batch {
     pub events: Vec<EventRow>,
     /// Counter states by (gpu, column).
     pub counters: BTreeMap<(i64, &'static str), CounterState>,
+    /// Workload rows.
+    pub workloads: Vec<WorkloadRow>,
 }
 
 impl Batch {
@@ -110,6 +112,7 @@ impl Batch {
             + self.hours.len()
             + self.events.len()
             + self.counters.len()
+            + self.workloads.len()
     }
 
     /// Adds `later`'s rows after this batch's (a failed commit is retried
@@ -121,6 +124,7 @@ impl Batch {
         self.hours.extend(later.hours);
         self.events.extend(later.events);
         self.counters.extend(later.counters);
+        self.workloads.extend(later.workloads);
     }
 
     /// Drops the oldest raw samples so at most `keep` remain; returns how
@@ -170,6 +174,10 @@ pub struct Recorder {
     known_xid: Vec<(i64, u64, i64)>,
     /// Occurrences waiting for the kernel log's details (GPU id, occurrence).
     xid_held: Vec<(i64, crate::gpu::node_health::XidOccurrence)>,
+    /// Which workloads were written, and when.
+    workloads: WorkloadRecorder,
+    /// The last snapshot's workloads, written once more at shutdown.
+    last_workloads: Arc<crate::gpu::WorkloadTable>,
 }
 
 impl Recorder {
@@ -198,6 +206,8 @@ impl Recorder {
             xid_covered: HashMap::new(),
             known_xid: Vec::new(),
             xid_held: Vec::new(),
+            workloads: WorkloadRecorder::default(),
+            last_workloads: Arc::default(),
         }
     }
 
@@ -226,6 +236,9 @@ impl Recorder {
         for gpu in &snapshot.gpus {
             self.record_gpu(ts, gpu);
         }
+        self.workloads
+            .record(ts, &snapshot.workloads, &mut self.batch.workloads);
+        self.last_workloads = snapshot.workloads.clone();
     }
 
     /// The history id of `gpu`, assigned on first sight.
@@ -427,6 +440,8 @@ impl Recorder {
     /// same minute after a restart adds to it rather than replacing it.
     pub fn take_final_batch(&mut self) -> Batch {
         self.flush_xid();
+        self.workloads
+            .flush(&self.last_workloads, &mut self.batch.workloads);
         self.batch
             .counters
             .extend(self.counters.iter().map(|(k, v)| (*k, *v)));
@@ -483,7 +498,11 @@ fn start_detail(p: &crate::gpu::GpuProcess, first_look: bool) -> String {
 
 #[cfg(test)]
 mod tests;
+mod workloads;
 mod xid;
+
+use workloads::WorkloadRecorder;
+pub use workloads::WorkloadRow;
 
 /// The history key of a GPU: its UUID, or `index-N` when NVML gave none.
 fn gpu_key(gpu: &GpuSnapshot) -> String {

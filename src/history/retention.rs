@@ -67,6 +67,11 @@ pub async fn prune(
         .execute(&mut *conn)
         .await?
         .rows_affected();
+    deleted += sqlx::query("DELETE FROM workload WHERE last_seen < ?")
+        .bind(cutoff)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
     if let Some(max_bytes) = max_bytes {
         deleted += enforce_size(conn, max_bytes).await?;
     }

@@ -120,6 +120,20 @@ const EVENT_INSERT: (&str, usize, &str) = (
     "",
 );
 
+const WORKLOAD_UPSERT: (&str, usize, &str) = (
+    "INSERT INTO workload (kind, id, started, ended, last_seen, user, account, partition, \
+     namespace, pod, command, gpus, gpu_seconds, sm_active_seconds, energy_joules, \
+     peak_memory_bytes, xid_errors, throttle_seconds)",
+    18,
+    "ON CONFLICT (kind, id, started) DO UPDATE SET ended = excluded.ended, \
+     last_seen = excluded.last_seen, user = excluded.user, account = excluded.account, \
+     partition = excluded.partition, namespace = excluded.namespace, pod = excluded.pod, \
+     command = excluded.command, gpus = excluded.gpus, gpu_seconds = excluded.gpu_seconds, \
+     sm_active_seconds = excluded.sm_active_seconds, energy_joules = excluded.energy_joules, \
+     peak_memory_bytes = excluded.peak_memory_bytes, xid_errors = excluded.xid_errors, \
+     throttle_seconds = excluded.throttle_seconds",
+);
+
 const COUNTER_INSERT: (&str, usize, &str) = (
     "INSERT INTO counter_state (gpu, counter, last_raw, offset)",
     4,
@@ -172,6 +186,24 @@ pub async fn commit(pool: &SqlitePool, batch: &Batch) -> Result<usize, sqlx::Err
         args.add(e.detail.as_deref())
     })
     .await?;
+    insert_rows(&mut tx, WORKLOAD_UPSERT, &batch.workloads, |args, w| {
+        args.add(w.kind)?;
+        args.add(w.id.as_str())?;
+        args.add(w.started_ms)?;
+        args.add(w.ended_ms)?;
+        args.add(w.last_seen_ms)?;
+        for attribute in &w.attributes {
+            args.add(attribute.as_deref())?;
+        }
+        args.add(w.gpus.as_str())?;
+        args.add(w.gpu_seconds)?;
+        args.add(w.sm_active_seconds)?;
+        args.add(w.energy_joules)?;
+        args.add(w.peak_memory_bytes)?;
+        args.add(w.xid_errors)?;
+        args.add(w.throttle_seconds)
+    })
+    .await?;
     let counters: Vec<_> = batch.counters.iter().collect();
     insert_rows(
         &mut tx,
@@ -202,6 +234,17 @@ fn add_rollup(args: &mut SqliteArguments, r: &RollupRow) -> Result<(), sqlx::err
         }?;
     }
     Ok(())
+}
+
+/// Marks the workloads still running in the database (the agent stopped
+/// while they ran) as ended when last seen.
+pub async fn close_running_workloads(pool: &SqlitePool) -> Result<u64, sqlx::Error> {
+    Ok(
+        sqlx::query("UPDATE workload SET ended = last_seen WHERE ended IS NULL")
+            .execute(pool)
+            .await?
+            .rows_affected(),
+    )
 }
 
 /// The Xid events stored since `since_ms` (GPU id, code, ms): what the

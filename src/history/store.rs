@@ -179,9 +179,10 @@ impl Store {
             .page_size(1024)
             // SQLite's default page cache grows to 2 MiB per connection as
             // the history grows; the OS page cache keeps the file's pages
-            // anyway, so 512 KiB per connection costs a few preads, not disk
-            // reads (see README "Footprint").
-            .pragma("cache_size", "-512");
+            // anyway, so 128 KiB per connection (a commit rewrites a few
+            // right-edge pages) costs a few preads, not disk reads (see
+            // README "Footprint"; 512 KiB before issue 23).
+            .pragma("cache_size", "-128");
         let pool = SqlitePoolOptions::new()
             // One connection for the writer, one for a reader (WAL lets a
             // query run while a batch commits); each connection is a thread

@@ -89,6 +89,11 @@ pub async fn run(
             return;
         }
     };
+    // Workloads still running when the agent last stopped ended then, for
+    // the history: their accounting starts over under a new start time.
+    if let Err(e) = sql::close_running_workloads(&store.pool).await {
+        warn!(error = %e, "Cannot close the workloads left running by the last agent; they show as running until the retention removes them.");
+    }
     // The kernel log replays what it logged since boot: the Xid events
     // stored since then are not written again.
     let boot_ms = (crate::gpu::unix_seconds_f64(crate::health::boot_time()) * 1000.0) as i64;

@@ -45,13 +45,17 @@ pub fn document(state: &HttpState) -> Value {
             "gpus": snapshot
                 .gpus
                 .iter()
-                .map(|g| gpu(g, &escalated))
+                .map(|g| gpu(g, &escalated, &snapshot.workloads))
                 .collect::<Vec<_>>(),
         }),
     }
 }
 
-fn gpu(gpu: &GpuSnapshot, escalated: &crate::health::escalation::Escalated) -> Value {
+fn gpu(
+    gpu: &GpuSnapshot,
+    escalated: &crate::health::escalation::Escalated,
+    workloads: &crate::gpu::WorkloadTable,
+) -> Value {
     let r = &gpu.readings;
     let h = &gpu.health;
     let (status, lost_reason) = match &gpu.status {
@@ -111,7 +115,32 @@ fn gpu(gpu: &GpuSnapshot, escalated: &crate::health::escalation::Escalated) -> V
         "process_count": gpu.processes.len(),
         "processes": processes,
         "pods": pods,
+        "workloads": gpu_workloads(gpu.index, workloads),
     })
+}
+
+/// The running workloads that hold `index` (whole or a MIG instance of it):
+/// who, and what they used of it so far.
+fn gpu_workloads(index: u32, table: &crate::gpu::WorkloadTable) -> Vec<Value> {
+    table
+        .live
+        .iter()
+        .flat_map(|w| {
+            w.devices
+                .iter()
+                .filter(move |(d, _)| d.gpu == index)
+                .map(move |(d, usage)| {
+                    json!({
+                        "kind": w.key.kind.as_str(),
+                        "id": w.key.id,
+                        "user": w.attributes.user,
+                        "gpu_instance_id": d.gpu_instance_id,
+                        "gpu_seconds": usage.gpu_seconds,
+                        "efficiency": usage.efficiency(),
+                    })
+                })
+        })
+        .collect()
 }
 
 /// The snapshot's GPUs, for tests of this module.
@@ -120,7 +149,7 @@ fn gpus(snapshot: &crate::gpu::Snapshot) -> Vec<Value> {
     snapshot
         .gpus
         .iter()
-        .map(|g| gpu(g, &Default::default()))
+        .map(|g| gpu(g, &Default::default(), &snapshot.workloads))
         .collect()
 }
 
@@ -179,5 +208,46 @@ mod tests {
         assert_eq!(list[0]["health"]["state"], "unhealthy");
         assert_eq!(list[0]["health"]["reasons"][0]["source"], "nvml");
         assert_eq!(list[0]["clock_event_reasons"], json!([]));
+    }
+
+    #[test]
+    fn each_gpu_names_its_running_workloads() {
+        let mut snapshot = one_gpu(GpuStatus::Up, None);
+        let device = crate::gpu::Device {
+            gpu: 0,
+            gpu_instance_id: None,
+        };
+        let usage = crate::gpu::Usage {
+            gpu_seconds: 10.0,
+            sm_active_seconds: 2.5,
+            ..Default::default()
+        };
+        let other = crate::gpu::Device {
+            gpu: 5,
+            gpu_instance_id: None,
+        };
+        snapshot.workloads = Arc::new(crate::gpu::WorkloadTable {
+            live: vec![crate::gpu::Workload {
+                key: crate::gpu::WorkloadKey {
+                    kind: crate::gpu::WorkloadKind::SlurmJob,
+                    id: "9100001".into(),
+                },
+                attributes: crate::gpu::WorkloadAttributes {
+                    user: Some("alice".into()),
+                    ..Default::default()
+                },
+                started: SystemTime::UNIX_EPOCH,
+                last_seen: SystemTime::UNIX_EPOCH,
+                devices: [(device, usage), (other, usage)].into_iter().collect(),
+            }],
+            ..Default::default()
+        });
+        let list = gpus(&snapshot);
+        let workloads = list[0]["workloads"].as_array().expect("array");
+        assert_eq!(workloads.len(), 1, "only its own device: {workloads:?}");
+        assert_eq!(workloads[0]["kind"], "slurm_job");
+        assert_eq!(workloads[0]["id"], "9100001");
+        assert_eq!(workloads[0]["user"], "alice");
+        assert_eq!(workloads[0]["efficiency"], 0.25);
     }
 }

@@ -15,7 +15,7 @@ use super::HttpState;
 /// The most events one `/api/v1/events` answer lists.
 const MAX_EVENTS: u32 = 100_000;
 
-fn failed(error: QueryError) -> HttpResponse {
+pub(super) fn failed(error: QueryError) -> HttpResponse {
     match error {
         QueryError::BadParameter { parameter, message } => bad(parameter, &message),
         QueryError::Sql(e) => json_response(
@@ -25,7 +25,7 @@ fn failed(error: QueryError) -> HttpResponse {
     }
 }
 
-fn disabled() -> HttpResponse {
+pub(super) fn disabled() -> HttpResponse {
     json_response(
         StatusCode::NOT_FOUND,
         &json!({ "error": "history is disabled on this agent ([history] enabled = false, or --no-history)" }),

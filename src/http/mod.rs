@@ -31,6 +31,7 @@ pub mod tls_reload;
 pub mod tls_settings;
 pub mod web;
 pub mod webconfig;
+mod workloads_api;
 
 use std::sync::Arc;
 use std::time::Duration;

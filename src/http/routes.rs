@@ -10,7 +10,7 @@ use crate::exporter::Format;
 use super::access::{self, Client};
 use super::readiness::Readiness;
 use super::response::{accepts_gzip, json_value, respond, text, HttpResponse};
-use super::{alerts_api, gpus, history_api, web, HttpState};
+use super::{alerts_api, gpus, history_api, web, workloads_api, HttpState};
 
 /// Routes one request from `client`.
 pub async fn handle(
@@ -44,6 +44,7 @@ pub async fn handle(
         "/api/v1/snapshot" => snapshot_json(state),
         "/api/v1/history" => history_api::history(state, request.uri().query()).await,
         "/api/v1/events" => history_api::events(state, request.uri().query()).await,
+        "/api/v1/workloads" => workloads_api::workloads(state, request.uri().query()).await,
         "/api/v1/alerts" => alerts_api::alerts(state),
         "/api/v1/alerts/history" => alerts_api::history(state, request.uri().query()).await,
         "/api/v1/gpus" => json_value(&gpus::document(state)),

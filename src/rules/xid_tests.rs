@@ -34,6 +34,7 @@ fn gpu(xids: &[(u64, u64)], remap: bool) -> GpuSnapshot {
         processes: Arc::default(),
         mig_instances: Arc::default(),
         pods: Arc::default(),
+        hpc_jobs: Arc::default(),
         xid_errors: Arc::new(
             xids.iter()
                 .map(|(code, count)| XidCount {
@@ -58,6 +59,7 @@ fn firing(steps: &[GpuSnapshot]) -> Vec<(String, Option<f64>)> {
             hostname: "node1".into(),
             system: Arc::new(SystemInfo::default()),
             gpus: vec![g.clone()],
+            workloads: Default::default(),
             collection: CollectionStats::default(),
             kubelet: None,
         };
@@ -177,6 +179,7 @@ fn recurring(after: u32, steps: &[Step]) -> Vec<bool> {
             hostname: "node1".into(),
             system: Arc::new(SystemInfo::default()),
             gpus: vec![g],
+            workloads: Default::default(),
             collection,
             kubelet: None,
         };

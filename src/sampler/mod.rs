@@ -9,10 +9,12 @@
 
 pub mod cgroup;
 pub mod cmdline;
+pub mod hpc_jobs;
 pub mod procnames;
 #[cfg(test)]
 mod proptests;
 pub mod reader;
+pub mod slurm;
 pub mod xid;
 
 use std::path::PathBuf;
@@ -27,6 +29,8 @@ use tracing::{error, info, warn};
 
 use crate::gpu::nvml::Driver;
 use crate::gpu::{FastReadings, GpuStatus, Snapshot};
+use crate::workload::accounting::Accounts;
+use hpc_jobs::HpcJobMap;
 
 use procnames::ProcessNames;
 use reader::{NodeReader, Tiers};
@@ -95,6 +99,9 @@ pub struct SamplerSettings {
     pub pods: Option<crate::kubernetes::watcher::PodAllocationsReceiver>,
     /// Whether GPM is sampled (`sampler.gpm`).
     pub gpm: bool,
+    /// dcgm-exporter's HPC job mapping directory, where one is read
+    /// (`[workloads] hpc_job_mapping_dir`).
+    pub hpc_job_mapping_dir: Option<PathBuf>,
 }
 
 /// When the current tick started (ms since the epoch), or 0 between ticks:
@@ -221,6 +228,8 @@ fn run(
 ) {
     let mut driver = Some(Arc::new(driver));
     let mut backoff = settings.interval.max(Duration::from_secs(1));
+    // Kept across NVML sessions: a driver restart does not end a job.
+    let mut accounts = Accounts::default();
     loop {
         let current = match driver.take() {
             Some(current) => current,
@@ -240,7 +249,15 @@ fn run(
                 }
             },
         };
-        match session(&settings, &current, table, sender, progress, stop) {
+        match session(
+            &settings,
+            &mut accounts,
+            &current,
+            table,
+            sender,
+            progress,
+            stop,
+        ) {
             SessionEnd::Stop => return,
             SessionEnd::Restart(reason) => {
                 error!(reason = %reason, "NVML stopped working; re-initialising it.");
@@ -252,6 +269,7 @@ fn run(
 
 fn session(
     settings: &SamplerSettings,
+    accounts: &mut Accounts,
     driver: &Arc<Driver>,
     table: &XidTable,
     sender: &Outputs,
@@ -261,6 +279,7 @@ fn session(
     let names =
         ProcessNames::new(settings.proc_root.clone()).with_command_lines(settings.command_lines);
     let mut reader = NodeReader::with_gpm(driver, settings.hostname.clone(), names, settings.gpm);
+    reader.set_cadence(reader::Cadence::for_interval(settings.interval));
     if let Some(reason) = reader.driver_failure() {
         return SessionEnd::Restart(reason.to_string());
     }
@@ -272,6 +291,8 @@ fn session(
             None
         }
     };
+    let mut hpc = settings.hpc_job_mapping_dir.clone().map(HpcJobMap::new);
+    let mut hpc_warned = false;
     let mut next_slow = Instant::now();
     let mut next_processes = Instant::now();
     let mut first = true;
@@ -284,13 +305,32 @@ fn session(
         if let Some(pods) = &settings.pods {
             reader.set_pod_allocations(pods.borrow().clone());
         }
+        if let (true, Some(map)) = (tiers.processes, hpc.as_mut()) {
+            match map.refresh() {
+                Ok(jobs) => {
+                    if !jobs.skipped.is_empty() && !hpc_warned {
+                        warn!(skipped = ?jobs.skipped, "Some files of the HPC job mapping directory are not GPU job files; they are ignored.");
+                    }
+                    hpc_warned = !jobs.skipped.is_empty() || jobs.truncated;
+                    reader.set_hpc_jobs(Arc::new(jobs));
+                }
+                Err(error) => {
+                    if !hpc_warned {
+                        warn!(error = %error, "Slurm jobs are not read from the HPC job mapping directory.");
+                    }
+                    hpc_warned = true;
+                }
+            }
+        }
         progress.begin();
         if tiers.slow && !first && reader.device_count_changed() {
             progress.end();
             return SessionEnd::Restart("the number of GPUs changed".into());
         }
-        let snapshot = reader.tick(tiers, Some(table));
+        let mut snapshot = reader.tick(tiers, Some(table));
         progress.end();
+        accounts.step(&snapshot);
+        snapshot.workloads = Arc::new(accounts.table());
         first = false;
         if tiers.slow {
             next_slow = started + settings.slow_interval;

@@ -16,10 +16,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::gpu::HostProcess;
+use crate::gpu::{HostProcess, SlurmJob};
 
 use super::cgroup;
 use super::cmdline::{self, printable};
+use super::slurm;
 
 /// Most bytes read of `/proc/PID/comm` (the kernel keeps 16, 64 for kernel
 /// threads).
@@ -114,18 +115,19 @@ impl ProcessNames {
             .and_then(|raw| cmdline::command_line(&raw));
         // `status` repeats the name, which need not be UTF-8: read it lossily,
         // or a process named in Latin-1 would have no user.
-        let user = read_text(&dir.join("status"), STATUS_READ_MAX)
-            .and_then(|status| real_uid(&status))
-            .map(|uid| match self.users().get(&uid) {
-                Some(name) => name.clone(),
-                None => uid.to_string(),
-            });
-        let container =
-            read_text(&dir.join("cgroup"), CGROUP_READ_MAX).and_then(|text| cgroup::parse(&text));
+        let uid = read_text(&dir.join("status"), STATUS_READ_MAX).and_then(|s| real_uid(&s));
+        let user = uid.map(|uid| match self.users().get(&uid) {
+            Some(name) => name.clone(),
+            None => uid.to_string(),
+        });
+        let cgroup_text = read_text(&dir.join("cgroup"), CGROUP_READ_MAX);
+        let container = cgroup_text.as_deref().and_then(cgroup::parse);
+        let slurm = slurm_job(dir, cgroup_text.as_deref(), uid);
         HostProcess {
             command,
             user,
             container,
+            slurm,
         }
     }
 
@@ -147,6 +149,16 @@ impl ProcessNames {
     pub fn retain(&mut self, alive: impl Fn(u32) -> bool) {
         self.cache.retain(|pid, _| alive(*pid));
     }
+}
+
+/// The Slurm job of the process in `dir`: its cgroup's, with the
+/// attributes of its environment (up to [`slurm::ENVIRON_READ_MAX`] bytes,
+/// read once per pid like the other files; only `SLURM_*` keys are kept).
+fn slurm_job(dir: &Path, cgroup_text: Option<&str>, uid: Option<u32>) -> Option<SlurmJob> {
+    let from_cgroup = cgroup_text.and_then(slurm::from_cgroup);
+    let from_environ = read_capped(&dir.join("environ"), slurm::ENVIRON_READ_MAX)
+        .and_then(|bytes| slurm::from_environ(&bytes, uid));
+    slurm::merge(from_cgroup, from_environ)
 }
 
 /// Up to `max` bytes of `path`; `None` when it cannot be read (the process
@@ -262,6 +274,45 @@ mod tests {
         let host = host.expect("host facts");
         assert_eq!(host.command, None, "command lines are off by default");
         assert_eq!(host.user.as_deref(), Some("alice"));
+    }
+
+    /// A Slurm job's process: by its cgroup (attributes from its environment)
+    /// on one pid, by its environment alone on another (proctrack/linuxproc),
+    /// and a process claiming another user's job gets none.
+    #[test]
+    fn slurm_jobs_from_cgroup_and_environment() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let proc = root.path().join("proc");
+        let environ = |job: u32, uid: u32| {
+            format!("HOME=/h\0SLURM_JOB_ID={job}\0SLURM_JOB_UID={uid}\0SLURM_JOB_ACCOUNT=physics\0")
+        };
+        let write = |pid: u32, cgroup: &str, env: &str| {
+            let dir = proc.join(pid.to_string());
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            std::fs::write(dir.join("status"), "Uid:\t1001\t1001\t1001\t1001\n").expect("write");
+            std::fs::write(dir.join("cgroup"), cgroup).expect("write");
+            std::fs::write(dir.join("environ"), env).expect("write");
+        };
+        write(
+            50,
+            "0::/system.slice/slurmstepd.scope/job_9100001/step_0/user/task_0\n",
+            &environ(9100001, 1001),
+        );
+        write(51, "0::/user.slice\n", &environ(9100002, 1001));
+        write(52, "0::/user.slice\n", &environ(9100003, 0));
+        let mut names = ProcessNames::new(Some(proc));
+        let job = |names: &mut ProcessNames, pid| {
+            let (_, host) = names.lookup(pid, |_| None);
+            host.expect("host facts").slurm.clone()
+        };
+        let by_cgroup = job(&mut names, 50).expect("a job");
+        assert_eq!(
+            (by_cgroup.job_id, by_cgroup.step.as_deref()),
+            (9100001, Some("0"))
+        );
+        assert_eq!(by_cgroup.account.as_deref(), Some("physics"));
+        assert_eq!(job(&mut names, 51).map(|j| j.job_id), Some(9100002));
+        assert_eq!(job(&mut names, 52), None, "another user's job");
     }
 
     /// A name is bytes to the kernel, and `status` repeats it: a Latin-1

@@ -221,3 +221,47 @@ proptest! {
         prop_assert_eq!(container.pod_uid.as_deref(), Some(uid.as_str()));
     }
 }
+
+/// A Slurm value as kept: short printable ASCII without spaces.
+fn slurm_value_ok(value: &Option<String>) -> bool {
+    value.as_deref().is_none_or(|v| {
+        !v.is_empty()
+            && v.len() <= super::slurm::VALUE_MAX
+            && v.bytes().all(|b| b.is_ascii_graphic())
+    })
+}
+
+proptest! {
+    /// Any environment, any cgroup text: an answer, never a panic; every
+    /// value kept is bounded and printable; nothing but `SLURM_*` values
+    /// is kept (a secret elsewhere in the environment never is).
+    #[test]
+    fn any_environ_or_cgroup_gives_a_bounded_slurm_job(
+        entries in prop::collection::vec(
+            prop_oneof![
+                "SLURM_(JOB_ID|JOB_UID|STEP_ID|JOB_USER|JOB_ACCOUNT|JOB_PARTITION)=[ -~\u{80}-\u{ff}]{0,80}",
+                "[A-Z_]{1,12}=[ -~]{0,40}",
+            ],
+            0..12,
+        ),
+        secret in "[!-~]{16,24}",
+        uid in prop::option::of(0u32..3),
+        cgroup in "[0-9]{0,2}:[a-z=]{0,8}:(/[a-z_0-9.]{0,16}){0,6}",
+    ) {
+        let mut bytes = format!("SECRET={secret}").into_bytes();
+        for entry in &entries {
+            bytes.push(0);
+            bytes.extend_from_slice(entry.as_bytes());
+        }
+        if let Some(job) = super::slurm::from_environ(&bytes, uid) {
+            let text = format!("{job:?}");
+            prop_assert!(!text.contains(&secret), "{text}");
+            for value in [&job.step, &job.user, &job.account, &job.partition] {
+                prop_assert!(slurm_value_ok(value), "{value:?}");
+            }
+        }
+        if let Some(job) = super::slurm::from_cgroup(&cgroup) {
+            prop_assert!(slurm_value_ok(&job.step), "{job:?}");
+        }
+    }
+}

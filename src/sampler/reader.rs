@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
+use super::hpc_jobs::HpcJobs;
 use crate::gpu::nvml::{Driver, GpuDevice, Tally};
 use crate::gpu::{
     CollectionStats, FastReadings, FieldGroup, GpuIdentity, GpuProcess, GpuSnapshot, GpuStatus,
@@ -34,14 +35,66 @@ impl Tiers {
     };
 }
 
+/// How often the readings that need not be read on every fast tick are
+/// read, in fast ticks (issue 23: at most 8 NVML calls per GPU per second
+/// at the default 1 s tick). Between reads the last readings are carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cadence {
+    /// The clocks and clock-event reasons (5 calls per GPU).
+    pub clocks_every: u64,
+    /// GPM (2 calls per GPU and MIG instance; its figures average the time
+    /// between two samples, so a longer window leaves no time unobserved).
+    pub gpm_every: u64,
+}
+
+impl Cadence {
+    /// Everything on every tick: `gpuwatch status`, tests and benchmarks
+    /// that read tick by tick.
+    pub const EVERY_TICK: Cadence = Cadence {
+        clocks_every: 1,
+        gpm_every: 1,
+    };
+
+    /// How often the sampler reads the clocks and clock-event reasons.
+    pub const CLOCKS_PERIOD: Duration = Duration::from_secs(5);
+
+    /// How often the sampler takes a GPM sample.
+    pub const GPM_PERIOD: Duration = Duration::from_secs(2);
+
+    /// The sampler's cadence at fast-tier period `interval`: the periods
+    /// above in whole ticks, at least every tick.
+    pub fn for_interval(interval: Duration) -> Cadence {
+        let ticks = |period: Duration| {
+            let interval = interval.as_nanos().max(1);
+            (period.as_nanos().div_ceil(interval) as u64).max(1)
+        };
+        Cadence {
+            clocks_every: ticks(Self::CLOCKS_PERIOD),
+            gpm_every: ticks(Self::GPM_PERIOD),
+        }
+    }
+}
+
+/// Whether a reading last read on tick `last` is due on tick `now`.
+fn due(last: Option<u64>, now: u64, every: u64) -> bool {
+    last.is_none_or(|last| now.saturating_sub(last) >= every)
+}
+
 struct GpuSlot<'d> {
     device: GpuDevice<'d>,
+    /// Ticks of the last clock and GPM reads (`None`: read on the next tick).
+    clocks_read: Option<u64>,
+    gpm_read: Option<u64>,
+    /// The GPM readings of the last read, carried between reads.
+    gpm: Arc<crate::gpu::gpm::GpmReadings>,
     uuid: String,
     identity: Arc<GpuIdentity>,
     health: Arc<SlowReadings>,
     processes: Arc<Vec<GpuProcess>>,
     mig_instances: Arc<Vec<crate::gpu::MigInstance>>,
     pods: Arc<Vec<PodAllocation>>,
+    /// The jobs the HPC job mapping directory names for this GPU.
+    hpc_jobs: Arc<Vec<crate::gpu::MappedJob>>,
     /// Timestamp (µs) of the newest process-utilization sample seen.
     utilization_seen: u64,
     groups: BTreeMap<FieldGroup, bool>,
@@ -60,10 +113,16 @@ pub struct NodeReader<'d> {
     pods: Option<Arc<PodAllocations>>,
     /// Whether they changed since processes were last matched to them.
     pods_changed: bool,
+    /// The HPC job mapping directory's latest contents, where one is read.
+    hpc: Option<Arc<HpcJobs>>,
+    /// Whether they changed since processes were last matched to them.
+    hpc_changed: bool,
     tally: Tally,
     ticks: u64,
     /// Whether GPM is sampled (`sampler.gpm`).
     gpm: bool,
+    /// How often clocks and GPM are read.
+    cadence: Cadence,
 }
 
 impl<'d> NodeReader<'d> {
@@ -86,15 +145,24 @@ impl<'d> NodeReader<'d> {
             names,
             pods: None,
             pods_changed: false,
+            hpc: None,
+            hpc_changed: false,
             tally,
             ticks: 0,
             gpm,
+            cadence: Cadence::EVERY_TICK,
         };
         for index in 0..count {
             reader.attach(index);
         }
         reader.announce_gpm();
         reader
+    }
+
+    /// Sets how often clocks and GPM are read (the sampler's
+    /// [`Cadence::for_interval`]; [`Cadence::EVERY_TICK`] until set).
+    pub fn set_cadence(&mut self, cadence: Cadence) {
+        self.cadence = cadence;
     }
 
     /// One info line at start (and after a driver re-init): which GPUs
@@ -132,12 +200,16 @@ impl<'d> NodeReader<'d> {
                 let uuid = device.uuid(&mut self.tally).unwrap_or_default();
                 let slot = GpuSlot {
                     device,
+                    clocks_read: None,
+                    gpm_read: None,
+                    gpm: Arc::default(),
                     uuid,
                     identity: Arc::default(),
                     health: Arc::default(),
                     processes: Arc::default(),
                     mig_instances: Arc::default(),
                     pods: Arc::default(),
+                    hpc_jobs: Arc::default(),
                     utilization_seen: 0,
                     groups: BTreeMap::new(),
                 };
@@ -177,6 +249,15 @@ impl<'d> NodeReader<'d> {
         if !self.pods.as_ref().is_some_and(|p| Arc::ptr_eq(p, &pods)) {
             self.pods = Some(pods);
             self.pods_changed = true;
+        }
+    }
+
+    /// Sets what the HPC job mapping directory says; the next tick matches
+    /// the processes to it when it changed.
+    pub fn set_hpc_jobs(&mut self, jobs: Arc<HpcJobs>) {
+        if self.hpc.as_deref() != Some(&*jobs) {
+            self.hpc = Some(jobs);
+            self.hpc_changed = true;
         }
     }
 
@@ -224,8 +305,15 @@ impl<'d> NodeReader<'d> {
                 }
             }
             let readings = if self.tally.lost.is_none() {
-                slot.device.read_fast(&mut self.tally)
+                let clocks = due(slot.clocks_read, self.ticks, self.cadence.clocks_every);
+                if clocks {
+                    slot.clocks_read = Some(self.ticks);
+                }
+                slot.device.read_fast(clocks, &mut self.tally)
             } else {
+                // Back from lost: read everything on the next tick.
+                slot.clocks_read = None;
+                slot.gpm_read = None;
                 FastReadings::default()
             };
             if tiers.processes && self.tally.lost.is_none() {
@@ -257,12 +345,16 @@ impl<'d> NodeReader<'d> {
             // After the process tier, so MIG instances found on this tick
             // are sampled on it too.
             let gpm = if self.gpm && self.tally.lost.is_none() {
-                let instances: Vec<u32> = slot
-                    .mig_instances
-                    .iter()
-                    .map(|m| m.gpu_instance_id)
-                    .collect();
-                Arc::new(slot.device.read_gpm(&instances, &mut self.tally))
+                if due(slot.gpm_read, self.ticks, self.cadence.gpm_every) {
+                    let instances: Vec<u32> = slot
+                        .mig_instances
+                        .iter()
+                        .map(|m| m.gpu_instance_id)
+                        .collect();
+                    slot.gpm = Arc::new(slot.device.read_gpm(&instances, &mut self.tally));
+                    slot.gpm_read = Some(self.ticks);
+                }
+                slot.gpm.clone()
             } else {
                 Arc::default()
             };
@@ -293,6 +385,7 @@ impl<'d> NodeReader<'d> {
                 },
                 mig_instances: slot.mig_instances.clone(),
                 pods: slot.pods.clone(),
+                hpc_jobs: slot.hpc_jobs.clone(),
                 xid_errors,
                 groups: slot.groups.clone(),
                 gpm,
@@ -306,6 +399,18 @@ impl<'d> NodeReader<'d> {
                 // processes; its slot keeps the last list for when it is back.
                 for (slot, gpu) in self.slots.iter_mut().zip(&gpus) {
                     slot.pods = gpu.pods.clone();
+                    if gpu.is_up() {
+                        slot.processes = gpu.processes.clone();
+                    }
+                }
+            }
+        }
+        if tiers.processes || self.hpc_changed {
+            if let Some(jobs) = &self.hpc {
+                self.hpc_changed = false;
+                for (slot, gpu) in self.slots.iter_mut().zip(&mut gpus) {
+                    super::hpc_jobs::attribute(gpu, jobs);
+                    slot.hpc_jobs = gpu.hpc_jobs.clone();
                     if gpu.is_up() {
                         slot.processes = gpu.processes.clone();
                     }
@@ -333,6 +438,7 @@ impl<'d> NodeReader<'d> {
             hostname: self.hostname.clone(),
             system: self.system.clone(),
             gpus,
+            workloads: Default::default(),
             collection: CollectionStats {
                 sample_duration: started.elapsed(),
                 ticks: self.ticks,

@@ -49,6 +49,10 @@ struct State {
     pci_gpus: Option<Arc<Vec<String>>>,
     sxid: BTreeMap<(String, u64), SxidCount>,
     boot_id: Option<Arc<str>>,
+    /// Kernel-log records the reader left out, by reason.
+    kernel_log_dropped: BTreeMap<&'static str, u64>,
+    /// Kernel-log bytes skipped to catch up with a flood.
+    kernel_log_skipped_bytes: u64,
 }
 
 impl State {
@@ -204,6 +208,17 @@ impl XidTable {
         self.state().kernel_log_up = up;
     }
 
+    /// Counts `records` kernel-log records the reader left out for `reason`
+    /// (`gpuwatch_kernel_log_dropped_total{reason}`).
+    pub fn add_kernel_log_dropped(&self, reason: &'static str, records: u64) {
+        *self.state().kernel_log_dropped.entry(reason).or_default() += records;
+    }
+
+    /// Counts kernel-log bytes skipped to catch up with a flood.
+    pub fn add_kernel_log_skipped_bytes(&self, bytes: u64) {
+        self.state().kernel_log_skipped_bytes += bytes;
+    }
+
     /// A copy of the counts, per GPU, codes ascending.
     pub fn counts(&self) -> HashMap<u32, Vec<XidCount>> {
         let state = self.state();
@@ -219,6 +234,14 @@ impl XidTable {
         let state = self.state();
         NodeHealth {
             kernel_log_up: state.kernel_log_up,
+            kernel_log_dropped: Arc::new(
+                state
+                    .kernel_log_dropped
+                    .iter()
+                    .map(|(reason, n)| (*reason, *n))
+                    .collect(),
+            ),
+            kernel_log_skipped_bytes: state.kernel_log_skipped_bytes,
             pci_gpus: state.pci_gpus.clone(),
             boot_id: state.boot_id.clone(),
             sxid: Arc::new(state.sxid.values().cloned().collect()),

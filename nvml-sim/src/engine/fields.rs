@@ -24,9 +24,31 @@ pub fn uses_v13u1_field_ids(driver_version: &str) -> bool {
     major > 580 || (major == 580 && minor >= 82)
 }
 
+/// The per-link NVLink error fields that name their link in the id
+/// (`NVML_FI_DEV_NVLINK_{CRC_FLIT,CRC_DATA,REPLAY,RECOVERY}_ERROR_COUNT_L0`..
+/// `L11`): the counter and the link, or `None` for any other id.
+pub fn legacy_link_field(id: u32) -> Option<(NvLinkCounter, u32)> {
+    // (first id of links 0-5, first id of links 6-11, counter)
+    const RANGES: [(u32, u32, NvLinkCounter); 4] = [
+        (32, 96, NvLinkCounter::CrcFlit),
+        (39, 102, NvLinkCounter::CrcData),
+        (46, 108, NvLinkCounter::Replay),
+        (53, 114, NvLinkCounter::Recovery),
+    ];
+    RANGES.iter().find_map(|&(low, high, counter)| {
+        if (low..low + 6).contains(&id) {
+            Some((counter, id - low))
+        } else if (high..high + 6).contains(&id) {
+            Some((counter, id - high + 6))
+        } else {
+            None
+        }
+    })
+}
+
 /// Reads field `id` of `gpu` at `t`; `scope` is the entry's scopeId (the
-/// link of the NVLink throughput fields, `u32::MAX` for all links); `v13u1`
-/// selects the field numbering.
+/// link of the NVLink throughput, state and scoped error fields,
+/// `u32::MAX` for all links); `v13u1` selects the field numbering.
 pub fn read(
     gpu: &GpuSim,
     id: u32,
@@ -46,6 +68,10 @@ pub fn read(
     };
     let violation = |bit| gpu.violation_ns(Violation::Reason(bit), t).map(Ull);
     let nvlink_total = |counter| gpu.nvlink_errors_total(counter, t).map(Ull);
+    let link_errors = |link, counter: NvLinkCounter| gpu.nvlink_errors(link, counter.code(), t);
+    if let Some((counter, link)) = legacy_link_field(id) {
+        return link_errors(link, counter).map(Ull);
+    }
     match id {
         NVML_FI_DEV_MEMORY_TEMP => gpu.memory_temperature(t).map(Uint),
         NVML_FI_DEV_PCIE_REPLAY_COUNTER => gpu.pcie_replays(t).map(Ull),
@@ -79,6 +105,14 @@ pub fn read(
         NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL => nvlink_total(NvLinkCounter::EccData),
         NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX => gpu.nvlink_data_kib(scope, true, t).map(Ull),
         NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX => gpu.nvlink_data_kib(scope, false, t).map(Ull),
+        // Scoped by link (scopeId), like nvmlDeviceGetNvLinkState and
+        // nvmlDeviceGetNvLinkErrorCounter for the same link: one engine.
+        NVML_FI_DEV_NVLINK_GET_STATE => gpu.nvlink_active(scope, t).map(|up| Uint(up.into())),
+        NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY => link_errors(scope, NvLinkCounter::Replay).map(Ull),
+        NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY => {
+            link_errors(scope, NvLinkCounter::Recovery).map(Ull)
+        }
+        NVML_FI_DEV_NVLINK_ERROR_DL_CRC => link_errors(scope, NvLinkCounter::CrcFlit).map(Ull),
         NVML_FI_DEV_GET_GPU_RECOVERY_ACTION => gpu.recovery_action(t).map(Uint),
         _ => {
             gpu.check(None, t)?;

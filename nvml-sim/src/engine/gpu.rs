@@ -239,6 +239,7 @@ impl GpuSim {
         if let Some(pool) = &self.pool {
             all.extend(pool.sample(t));
         }
+        crate::pid_map::apply(&mut all);
         all
     }
 
@@ -252,6 +253,7 @@ impl GpuSim {
 
     /// Name of a simulated process on this GPU.
     pub fn process_name(&self, pid: u32, t: f64) -> Option<String> {
+        let pid = crate::pid_map::scenario_pid(pid);
         self.processes
             .iter()
             .find_map(|p| p.name_of(pid).map(str::to_string))

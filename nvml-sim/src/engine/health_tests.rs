@@ -151,3 +151,46 @@ fn data_fields_false_answers_not_supported_but_keeps_the_links() {
     );
     assert_eq!(e.gpu(0).expect("gpu 0").nvlink_active(0, 10.0), Ok(true));
 }
+
+/// The field-value forms of link state and error counters answer what the
+/// per-link calls answer for the same link and time (one engine): the
+/// scoped fields 161/162/163/165 (scopeId = link) and the per-link ids
+/// 32.. / 96.. of links 0-11.
+#[test]
+fn link_fields_answer_as_the_per_link_calls() {
+    let e = health();
+    let g = e.gpu(1).expect("gpu 1");
+    for t in [90.0, 130.0, 1000.0] {
+        for link in 0..18 {
+            let up = g.nvlink_active(link, t).expect("a link");
+            assert_eq!(e.field(1, 165, link, t), Ok(FieldValue::Uint(up.into())));
+            for (field, counter) in [(161, 0), (162, 1), (163, 2)] {
+                let value = g.nvlink_errors(link, counter, t).expect("a counter");
+                assert_eq!(e.field(1, field, link, t), Ok(FieldValue::Ull(value)));
+            }
+        }
+        for link in 0..12u32 {
+            let low = link < 6;
+            for (base_low, base_high, counter) in
+                [(32, 96, 2), (39, 102, 3), (46, 108, 0), (53, 114, 1)]
+            {
+                let id = if low {
+                    base_low + link
+                } else {
+                    base_high + link - 6
+                };
+                let value = g.nvlink_errors(link, counter, t).expect("a counter");
+                assert_eq!(
+                    e.field(1, id, 0, t),
+                    Ok(FieldValue::Ull(value)),
+                    "field {id}"
+                );
+            }
+        }
+    }
+    // Past the GPU's links or NVML's 18, as the calls answer.
+    assert_eq!(e.field(1, 165, 18, 1.0), Err(Unavailable::InvalidArgument));
+    assert_eq!(e.field(1, 163, 18, 1.0), Err(Unavailable::InvalidArgument));
+    // Errors counted on link 3 from 60 s: the scoped CRC field sees them.
+    assert_eq!(e.field(1, 163, 3, 90.0), Ok(FieldValue::Ull(150)));
+}

@@ -1,6 +1,7 @@
 //! The fast tier: what changes every tick (utilization, memory, temperature,
-//! clocks, clock-event reasons, and one field-value batch for power, memory
-//! temperature, violation counters and — every [`ENERGY_EVERY`] — energy).
+//! and one field-value batch for power, memory temperature, violation
+//! counters and — every [`ENERGY_EVERY`] — energy), and the clock readings
+//! (clocks and clock-event reasons) when the sampler says they are due.
 
 use std::time::Instant;
 
@@ -12,9 +13,21 @@ use super::fields::{
 use super::{GpuDevice, Tally};
 use crate::gpu::snapshot::{FastReadings, FieldGroup, MemoryReading};
 
+/// The clock readings of one read: four clocks and the clock-event
+/// reasons, 5 NVML calls (NVML has no field ids for current clocks).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct ClockReadings {
+    sm: Option<f64>,
+    memory: Option<f64>,
+    graphics: Option<f64>,
+    video: Option<f64>,
+    reasons: Option<u64>,
+}
+
 impl GpuDevice<'_> {
-    /// Reads the fast tier.
-    pub fn read_fast(&mut self, tally: &mut Tally) -> FastReadings {
+    /// Reads the fast tier; the clocks and clock-event reasons are read when
+    /// `clocks_due` (or never yet) and carried from the last read otherwise.
+    pub fn read_fast(&mut self, clocks_due: bool, tally: &mut Tally) -> FastReadings {
         let d = &self.device;
         let mut r = FastReadings::default();
         if let Some(u) = tally.call(
@@ -40,33 +53,44 @@ impl GpuDevice<'_> {
                 d.temperature(TemperatureSensor::Gpu)
             })
             .map(f64::from);
-        r.sm_clock_hertz = tally
-            .call(FieldGroup::Clocks, "nvmlDeviceGetClockInfo", || {
-                d.clock_info(Clock::SM)
-            })
-            .map(|mhz| f64::from(mhz) * MHZ);
-        r.memory_clock_hertz = tally
-            .call(FieldGroup::Clocks, "nvmlDeviceGetClockInfo", || {
-                d.clock_info(Clock::Memory)
-            })
-            .map(|mhz| f64::from(mhz) * MHZ);
-        r.graphics_clock_hertz = tally
-            .call(FieldGroup::Clocks, "nvmlDeviceGetClockInfo", || {
-                d.clock_info(Clock::Graphics)
-            })
-            .map(|mhz| f64::from(mhz) * MHZ);
-        r.video_clock_hertz = tally
-            .call(FieldGroup::Clocks, "nvmlDeviceGetClockInfo", || {
-                d.clock_info(Clock::Video)
-            })
-            .map(|mhz| f64::from(mhz) * MHZ);
-        r.clock_event_reasons = tally.call(
-            FieldGroup::Clocks,
-            "nvmlDeviceGetCurrentClocksThrottleReasons",
-            || d.current_throttle_reasons().map(|bits| bits.bits()),
-        );
+        let clocks = match self.clocks {
+            Some(clocks) if !clocks_due => clocks,
+            _ => {
+                let clocks = self.read_clocks(tally);
+                self.clocks = Some(clocks);
+                clocks
+            }
+        };
+        r.sm_clock_hertz = clocks.sm;
+        r.memory_clock_hertz = clocks.memory;
+        r.graphics_clock_hertz = clocks.graphics;
+        r.video_clock_hertz = clocks.video;
+        r.clock_event_reasons = clocks.reasons;
         self.read_fast_fields(tally, &mut r);
         r
+    }
+
+    /// The four clocks and the clock-event reasons.
+    fn read_clocks(&self, tally: &mut Tally) -> ClockReadings {
+        let d = &self.device;
+        let clock = |tally: &mut Tally, which| {
+            tally
+                .call(FieldGroup::Clocks, "nvmlDeviceGetClockInfo", || {
+                    d.clock_info(which)
+                })
+                .map(|mhz| f64::from(mhz) * MHZ)
+        };
+        ClockReadings {
+            sm: clock(tally, Clock::SM),
+            memory: clock(tally, Clock::Memory),
+            graphics: clock(tally, Clock::Graphics),
+            video: clock(tally, Clock::Video),
+            reasons: tally.call(
+                FieldGroup::Clocks,
+                "nvmlDeviceGetCurrentClocksThrottleReasons",
+                || d.current_throttle_reasons().map(|bits| bits.bits()),
+            ),
+        }
     }
 
     fn read_fast_fields(&mut self, tally: &mut Tally, r: &mut FastReadings) {

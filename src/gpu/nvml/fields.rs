@@ -38,6 +38,18 @@ pub(super) mod id {
     pub const TOTAL_ENERGY: u32 = 83;
     /// NVML_FI_DEV_PCIE_REPLAY_COUNTER: PCIe replays.
     pub const PCIE_REPLAY: u32 = 94;
+    /// NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0 (L1..L5 follow).
+    pub const NVLINK_CRC_DATA_L0: u32 = 39;
+    /// NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6 (L7..L11 follow).
+    pub const NVLINK_CRC_DATA_L6: u32 = 102;
+    /// NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY: replays on the link `scopeId`.
+    pub const NVLINK_ERROR_DL_REPLAY: u32 = 161;
+    /// NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY: recoveries on the link `scopeId`.
+    pub const NVLINK_ERROR_DL_RECOVERY: u32 = 162;
+    /// NVML_FI_DEV_NVLINK_ERROR_DL_CRC: CRC flit errors on the link `scopeId`.
+    pub const NVLINK_ERROR_DL_CRC: u32 = 163;
+    /// NVML_FI_DEV_NVLINK_GET_STATE: 1 when the link `scopeId` is active.
+    pub const NVLINK_GET_STATE: u32 = 165;
     /// NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: KiB sent on the link `scopeId`.
     pub const NVLINK_DATA_TX: u32 = 138;
     /// NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: KiB received on the link `scopeId`.

@@ -1,16 +1,20 @@
 //! NVLink link state and error counters, the recovery action (field 230)
 //! and, where GPM gives no NVLink figures, the per-link data counters
-//! (fields 138/139), read on the slow tier.
+//! (fields 138/139), read on the slow tier in one field-value batch.
 //!
-//! The data counters ride in the recovery action's field-value batch: no
-//! extra NVML call, two more fields per link (a scoped batch, since
-//! nvml-wrapper cannot send a link as `scopeId`).
+//! Each link's state and error counters are fields of that batch (issue 23:
+//! 90 calls per GPU per slow tick before, on 18 links): the state (165) and
+//! the replay (161), recovery (162) and CRC flit (163) counters are scoped
+//! by link (`scopeId`); the CRC data counter has per-link field ids for
+//! links 0-11 only (39-44, 102-107), so links 12-17 ask it with
+//! `nvmlDeviceGetNvLinkErrorCounter`. The slow tier adds its other device
+//! fields (PCIe replays, ECC) to the same batch (`extra`).
 
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError;
 
 use super::fields::id;
-use super::scoped_fields::Scoped;
+use super::scoped_fields::{Scoped, ScopedValues};
 use super::{GpuDevice, Tally};
 use crate::gpu::links::{recovery_action_name, LinkHealth, NvLinkState, NvLinkTraffic};
 use crate::gpu::snapshot::FieldGroup;
@@ -18,13 +22,26 @@ use crate::gpu::snapshot::FieldGroup;
 /// NVML_NVLINK_MAX_LINKS.
 const MAX_LINKS: u32 = 18;
 
-/// The error counters read per link, with their label.
-const COUNTERS: [(ErrorCounter, &str); 4] = [
-    (ErrorCounter::DlReplay, "replay"),
-    (ErrorCounter::DlRecovery, "recovery"),
-    (ErrorCounter::DlCrcFlit, "crc_flit"),
-    (ErrorCounter::DlCrcData, "crc_data"),
+/// The error counters read per link, with their label, as scoped fields
+/// (`scopeId` = link).
+const SCOPED_COUNTERS: [(u32, &str); 3] = [
+    (id::NVLINK_ERROR_DL_REPLAY, "replay"),
+    (id::NVLINK_ERROR_DL_RECOVERY, "recovery"),
+    (id::NVLINK_ERROR_DL_CRC, "crc_flit"),
 ];
+
+/// The label of the CRC data counter, read per link without a scope.
+const CRC_DATA: &str = "crc_data";
+
+/// NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L`link`, for links 0-11; links
+/// 12-17 have no such field.
+fn crc_data_field(link: u32) -> Option<u32> {
+    match link {
+        0..=5 => Some(id::NVLINK_CRC_DATA_L0 + link),
+        6..=11 => Some(id::NVLINK_CRC_DATA_L6 + link - 6),
+        _ => None,
+    }
+}
 
 /// Whether an error means "no such link here" rather than a failure.
 fn no_link(error: &NvmlError) -> bool {
@@ -34,69 +51,127 @@ fn no_link(error: &NvmlError) -> bool {
     )
 }
 
+/// The slow tier's batch: the recovery action, each link's state and error
+/// counters, the data counters of every link when `traffic`, then `extra`
+/// (device fields, scope 0).
+fn batch(traffic: bool, extra: &[u32]) -> Vec<Scoped> {
+    let device = |id| Scoped { id, scope: 0 };
+    let mut fields = vec![device(id::RECOVERY_ACTION)];
+    for link in 0..MAX_LINKS {
+        let scoped = |id| Scoped { id, scope: link };
+        fields.push(scoped(id::NVLINK_GET_STATE));
+        fields.extend(SCOPED_COUNTERS.iter().map(|&(id, _)| scoped(id)));
+        fields.extend(crc_data_field(link).map(device));
+        if traffic {
+            fields.extend([scoped(id::NVLINK_DATA_TX), scoped(id::NVLINK_DATA_RX)]);
+        }
+    }
+    fields.extend(extra.iter().map(|&id| device(id)));
+    fields
+}
+
 impl GpuDevice<'_> {
     /// The GPU's NVLink links and recovery action, and the links' data
     /// counters where GPM does not give NVLink traffic (see
-    /// [`reads_link_traffic`]).
-    pub(super) fn read_links(&self, tally: &mut Tally) -> (LinkHealth, Vec<NvLinkTraffic>) {
+    /// [`reads_link_traffic`]), with the answers of the `extra` device
+    /// fields asked in the same batch.
+    pub(super) fn read_links(
+        &self,
+        extra: &[u32],
+        tally: &mut Tally,
+    ) -> (LinkHealth, Vec<NvLinkTraffic>, ScopedValues) {
         let group = FieldGroup::Device;
+        let traffic_asked = reads_link_traffic(self.gpm_supported());
+        let fields = batch(traffic_asked, extra);
+        let values = self.scoped_field_answers(group, &fields, tally);
         let mut nvlink = Vec::new();
         for link in 0..MAX_LINKS {
-            let wrapper = self.device.link_wrapper_for(link);
-            let up = match wrapper.is_active() {
-                Ok(up) => up,
-                Err(error) if no_link(&error) => continue,
-                Err(error) => {
-                    let _ = tally.call(group, "nvmlDeviceGetNvLinkState", || Err::<(), _>(error));
+            let up = match values.answer(id::NVLINK_GET_STATE, link) {
+                None => continue,
+                Some(Ok(state)) => *state != 0.0,
+                Some(Err(error)) if no_link(error) => continue,
+                Some(Err(error)) => {
+                    tally.count("nvmlDeviceGetFieldValues", error);
                     continue;
                 }
             };
             let mut errors = std::collections::BTreeMap::new();
-            for (counter, name) in COUNTERS {
-                match wrapper.error_counter(counter) {
-                    Ok(value) => {
+            let mut counted =
+                |name, answer: Option<Result<u64, &NvmlError>>, tally: &mut Tally| match answer {
+                    Some(Ok(value)) => {
                         errors.insert(name, value);
                     }
+                    Some(Err(error)) if !no_link(error) => {
+                        tally.count("nvmlDeviceGetFieldValues", error);
+                    }
+                    _ => {}
+                };
+            for (field, name) in SCOPED_COUNTERS {
+                let answer = values.answer(field, link).map(as_count);
+                counted(name, answer, tally);
+            }
+            match crc_data_field(link) {
+                Some(field) => counted(CRC_DATA, values.answer(field, 0).map(as_count), tally),
+                None => match self
+                    .device
+                    .link_wrapper_for(link)
+                    .error_counter(ErrorCounter::DlCrcData)
+                {
+                    Ok(value) => counted(CRC_DATA, Some(Ok(value)), tally),
                     Err(error) if no_link(&error) => {}
                     Err(error) => {
                         let _ = tally.call(group, "nvmlDeviceGetNvLinkErrorCounter", || {
                             Err::<(), _>(error)
                         });
                     }
-                }
+                },
             }
             nvlink.push(NvLinkState { link, up, errors });
         }
-        let traffic_links: Vec<u32> = if reads_link_traffic(self.gpm_supported()) {
-            nvlink.iter().map(|l| l.link).collect()
-        } else {
-            Vec::new()
-        };
-        let values = self.scoped_field_values(group, &batch(&traffic_links), tally);
         let recovery_action = values
             .get(id::RECOVERY_ACTION, 0)
             .and_then(|v| recovery_action_name(v as u64));
+        // Only the fields of links the GPU has, and of the device, are worth
+        // a (debug) line when unanswered.
+        let expected: Vec<Scoped> = fields
+            .iter()
+            .filter(|f| match f.id {
+                id::NVLINK_DATA_TX | id::NVLINK_DATA_RX => nvlink.iter().any(|l| l.link == f.scope),
+                field => field == id::RECOVERY_ACTION || extra.contains(&field),
+            })
+            .copied()
+            .collect();
+        values.report_unsupported(self.index, &expected, tally);
         // KiB counters (integral values held in an f64 up to 2^53 KiB = 8 EiB).
         let bytes = |field, link| {
             values
                 .get(field, link)
                 .map(|kib| (kib as u64).saturating_mul(1024))
         };
-        let traffic = traffic_links
-            .iter()
-            .map(|&link| NvLinkTraffic {
-                link,
-                tx_bytes: bytes(id::NVLINK_DATA_TX, link),
-                rx_bytes: bytes(id::NVLINK_DATA_RX, link),
-            })
-            .filter(|t| t.tx_bytes.is_some() || t.rx_bytes.is_some())
-            .collect();
+        let traffic = if traffic_asked {
+            nvlink
+                .iter()
+                .map(|l| NvLinkTraffic {
+                    link: l.link,
+                    tx_bytes: bytes(id::NVLINK_DATA_TX, l.link),
+                    rx_bytes: bytes(id::NVLINK_DATA_RX, l.link),
+                })
+                .filter(|t| t.tx_bytes.is_some() || t.rx_bytes.is_some())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let health = LinkHealth {
             nvlink,
             recovery_action,
         };
-        (health, traffic)
+        (health, traffic, values)
     }
+}
+
+/// A counter's answer as a count.
+fn as_count(answer: &Result<f64, NvmlError>) -> Result<u64, &NvmlError> {
+    answer.as_ref().map(|&v| v as u64)
 }
 
 /// Whether the NVLink data counters are read: only where GPM's NVLink
@@ -106,28 +181,20 @@ fn reads_link_traffic(gpm_supported: Option<bool>) -> bool {
     gpm_supported != Some(true)
 }
 
-/// The slow tier's link batch: the recovery action, then the two data
-/// counters of each link in `links`.
-fn batch(links: &[u32]) -> Vec<Scoped> {
-    let mut fields = vec![Scoped {
-        id: id::RECOVERY_ACTION,
-        scope: 0,
-    }];
-    for &link in links {
-        for field in [id::NVLINK_DATA_TX, id::NVLINK_DATA_RX] {
-            fields.push(Scoped {
-                id: field,
-                scope: link,
-            });
-        }
-    }
-    fields
-}
-
 // None of these ids is in the range nvml-wrapper renumbers (251..=273), so
 // the raw batch may send them as they are.
 const _: () = {
-    let ids = [id::RECOVERY_ACTION, id::NVLINK_DATA_TX, id::NVLINK_DATA_RX];
+    let ids = [
+        id::RECOVERY_ACTION,
+        id::NVLINK_DATA_TX,
+        id::NVLINK_DATA_RX,
+        id::NVLINK_GET_STATE,
+        id::NVLINK_ERROR_DL_REPLAY,
+        id::NVLINK_ERROR_DL_RECOVERY,
+        id::NVLINK_ERROR_DL_CRC,
+        id::NVLINK_CRC_DATA_L0 + 5,
+        id::NVLINK_CRC_DATA_L6 + 5,
+    ];
     let mut i = 0;
     while i < ids.len() {
         assert!(ids[i] < 251 || ids[i] > 273);
@@ -147,9 +214,29 @@ mod tests {
     }
 
     #[test]
-    fn the_batch_asks_the_recovery_action_then_tx_and_rx_per_link() {
-        let pairs: Vec<(u32, u32)> = batch(&[0, 3]).iter().map(|f| (f.id, f.scope)).collect();
-        assert_eq!(pairs, [(230, 0), (138, 0), (139, 0), (138, 3), (139, 3)]);
-        assert_eq!(batch(&[]).len(), 1);
+    fn the_batch_asks_each_link_then_the_extra_fields() {
+        let fields = batch(false, &[94]);
+        let pairs: Vec<(u32, u32)> = fields.iter().map(|f| (f.id, f.scope)).collect();
+        // Recovery action; link 0: state, replay, recovery, CRC flit (scoped)
+        // and its CRC data field (39); ...; link 17 without a CRC data field.
+        assert_eq!(
+            pairs[..6],
+            [(230, 0), (165, 0), (161, 0), (162, 0), (163, 0), (39, 0)]
+        );
+        assert_eq!(
+            pairs[pairs.len() - 5..],
+            [(165, 17), (161, 17), (162, 17), (163, 17), (94, 0)]
+        );
+        // 12 links with 5 fields, 6 with 4.
+        assert_eq!(fields.len(), 1 + 12 * 5 + 6 * 4 + 1);
+        let with_traffic = batch(true, &[]);
+        assert_eq!(with_traffic.len(), 1 + 12 * 7 + 6 * 6);
+        assert!(with_traffic.contains(&Scoped { id: 139, scope: 17 }));
+    }
+
+    #[test]
+    fn crc_data_fields_of_links_0_to_11() {
+        let ids: Vec<Option<u32>> = [0, 5, 6, 11, 12, 17].map(crc_data_field).to_vec();
+        assert_eq!(ids, [Some(39), Some(44), Some(102), Some(107), None, None]);
     }
 }

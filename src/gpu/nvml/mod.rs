@@ -5,11 +5,13 @@
 //! reading is absent (logged once at debug), a lost GPU marks the GPU lost and
 //! skips its remaining calls, anything else is counted by (function, error).
 //!
-//! Calls per GPU on a fast tick: utilization, memory, temperature, SM clock,
-//! memory clock, clock-event reasons, and one `nvmlDeviceGetFieldValues` batch
-//! (power, memory temperature, violation counters) — 7 in all. The energy
-//! counter joins the batch once every [`ENERGY_EVERY`]: a real H200 takes
-//! ~3 ms to read it, 30 times the rest of the tick.
+//! Calls per GPU on a fast tick: utilization, memory, temperature and one
+//! `nvmlDeviceGetFieldValues` batch (power, memory temperature, violation
+//! counters) — 4; the clocks (SM, memory, graphics, video) and the
+//! clock-event reasons — 5 more — when they are due (every tick by
+//! default, every 5 s in the sampler: [`Cadence`](crate::sampler::reader::Cadence)).
+//! The energy counter joins the batch once every [`ENERGY_EVERY`]: a real
+//! H200 takes ~3 ms to read it, 30 times the rest of the tick.
 //!
 //! One file per concern: [`fields`] names the field-value batch ids,
 //! `fast` and `slow` read the two tiers, `gpm` the GPM samples and metrics,
@@ -23,6 +25,7 @@ mod gpm;
 mod gpm_ffi;
 mod links;
 mod mig_profile;
+mod process_ffi;
 mod processes;
 mod scoped_fields;
 mod slow;
@@ -89,6 +92,17 @@ pub struct GpuDevice<'d> {
     energy: Option<(Instant, Option<f64>)>,
     /// GPM support and the previous tick's GPM samples.
     gpm: gpm::GpmState<'d>,
+    /// The identity facts (name, serial, PCI, thresholds, maximum clocks
+    /// and PCIe link), read on the handle's first slow tick: they do not
+    /// change while the handle lives (a driver re-init makes a new one).
+    identity: Option<super::snapshot::GpuIdentity>,
+    /// How many fans the board has (0 on SXM modules), read once.
+    fans: Option<u32>,
+    /// The clock readings (clocks and clock-event reasons) last read, and
+    /// fast ticks since: they are read once every `clocks_every` ticks.
+    clocks: Option<fast::ClockReadings>,
+    /// Process-list buffer sizes, kept between process ticks.
+    capacities: process_ffi::Capacities,
 }
 
 impl Driver {
@@ -124,6 +138,10 @@ impl Driver {
                 power_from_fields: true,
                 energy: None,
                 gpm: gpm::GpmState::default(),
+                identity: None,
+                fans: None,
+                clocks: None,
+                capacities: process_ffi::Capacities::default(),
             }),
             Err(error) => {
                 tally.count("nvmlDeviceGetHandleByIndex_v2", &error);

@@ -17,7 +17,7 @@ impl GpuDevice<'_> {
         let d = &self.device;
         let group = FieldGroup::Processes;
         let compute = tally.call(group, "nvmlDeviceGetComputeRunningProcesses_v3", || {
-            d.running_compute_processes()
+            super::process_ffi::compute_processes(d, &self.capacities)
         });
         let graphics = tally.call(group, "nvmlDeviceGetGraphicsRunningProcesses_v3", || {
             d.running_graphics_processes()
@@ -118,7 +118,7 @@ impl GpuDevice<'_> {
         let samples = tally.call(
             FieldGroup::Processes,
             "nvmlDeviceGetProcessUtilization",
-            || match d.process_utilization_stats(last_seen) {
+            || match super::process_ffi::process_utilization(d, last_seen, &self.capacities) {
                 // NOT_FOUND: no sample newer than last_seen (all idle).
                 Err(NvmlError::NotFound) => Ok(Vec::new()),
                 other => other,

@@ -29,22 +29,46 @@ pub(super) struct Scoped {
 /// whole call failing) reads as `None`.
 #[derive(Debug, Default)]
 pub(super) struct ScopedValues {
-    values: Vec<(Scoped, Option<f64>)>,
+    values: Vec<(Scoped, Result<f64, NvmlError>)>,
 }
 
 impl ScopedValues {
     /// The value of field `id` at `scope`, if asked and answered.
     pub(super) fn get(&self, id: u32, scope: u32) -> Option<f64> {
+        self.answer(id, scope)
+            .and_then(|answer| answer.as_ref().ok().copied())
+    }
+
+    /// Whether the call worked (each field then has its own answer).
+    pub(super) fn answered(&self) -> bool {
+        !self.values.is_empty()
+    }
+
+    /// What the driver answered for field `id` at `scope`: `None` when it
+    /// was not asked or the whole call failed.
+    pub(super) fn answer(&self, id: u32, scope: u32) -> Option<&Result<f64, NvmlError>> {
         self.values
             .iter()
             .find(|(field, _)| *field == Scoped { id, scope })
-            .and_then(|(_, value)| *value)
+            .map(|(_, answer)| answer)
+    }
+
+    /// Logs (once, at debug) each field in `fields` the driver did not answer.
+    pub(super) fn report_unsupported(&self, gpu: u32, fields: &[Scoped], tally: &mut Tally) {
+        for (field, answer) in &self.values {
+            if let (Err(error), true) = (answer, fields.contains(field)) {
+                tally.field_unsupported(gpu, field.id, error);
+            }
+        }
     }
 }
 
 impl GpuDevice<'_> {
-    /// One `nvmlDeviceGetFieldValues` call for `fields`, each with its scope.
-    pub(super) fn scoped_field_values(
+    /// One `nvmlDeviceGetFieldValues` call for `fields`, each with its
+    /// scope. The fields the driver does not answer are left to the caller
+    /// (e.g. the fields of links a GPU does not have): see
+    /// [`ScopedValues::report_unsupported`].
+    pub(super) fn scoped_field_answers(
         &self,
         group: FieldGroup,
         fields: &[Scoped],
@@ -55,20 +79,19 @@ impl GpuDevice<'_> {
         }) else {
             return ScopedValues::default();
         };
-        let mut values = Vec::with_capacity(fields.len());
-        for (field, sample) in fields.iter().zip(samples) {
-            let value = match sample {
-                Ok(SampleValue::F64(v)) => Some(v),
-                Ok(SampleValue::U32(v)) => Some(f64::from(v)),
-                Ok(SampleValue::U64(v)) => Some(v as f64),
-                Ok(SampleValue::I64(v)) => Some(v as f64),
-                Err(error) => {
-                    tally.field_unsupported(self.index, field.id, &error);
-                    None
-                }
-            };
-            values.push((*field, value));
-        }
+        let values = fields
+            .iter()
+            .zip(samples)
+            .map(|(field, sample)| {
+                let value = sample.map(|sample| match sample {
+                    SampleValue::F64(v) => v,
+                    SampleValue::U32(v) => f64::from(v),
+                    SampleValue::U64(v) => v as f64,
+                    SampleValue::I64(v) => v as f64,
+                });
+                (*field, value)
+            })
+            .collect();
         ScopedValues { values }
     }
 }

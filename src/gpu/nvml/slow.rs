@@ -7,13 +7,53 @@ use nvml_wrapper::enum_wrappers::device::{
 };
 
 use super::fields::{id, MHZ};
+use super::scoped_fields::ScopedValues;
 use super::{GpuDevice, Tally};
+
+/// The ECC, page-retirement and row-remapping fields, read in the slow
+/// tier's batch when ECC is on.
+const ECC_FIELDS: [u32; 11] = [
+    id::ECC_SBE_VOL,
+    id::ECC_DBE_VOL,
+    id::ECC_SBE_AGG,
+    id::ECC_DBE_AGG,
+    id::RETIRED_SBE,
+    id::RETIRED_DBE,
+    id::RETIRED_PENDING,
+    id::REMAPPED_COR,
+    id::REMAPPED_UNC,
+    id::REMAPPED_PENDING,
+    id::REMAPPED_FAILURE,
+];
 use crate::gpu::snapshot::{EccCounters, FieldGroup, GpuIdentity, SlowReadings};
 
 impl GpuDevice<'_> {
-    /// Reads the slow tier: identity facts and health counters.
+    /// Reads the slow tier: identity facts (on the handle's first slow tick
+    /// only: they do not change) and health counters.
     pub fn read_slow(&mut self, tally: &mut Tally) -> (GpuIdentity, SlowReadings) {
         self.power_from_fields = true;
+        let identity = match &self.identity {
+            Some(identity) => identity.clone(),
+            None => {
+                let identity = self.read_identity(tally);
+                if tally.lost.is_none() && identity.name.is_some() {
+                    self.identity = Some(identity.clone());
+                }
+                identity
+            }
+        };
+        if self.fans.is_none() && tally.lost.is_none() {
+            self.fans = tally.call(FieldGroup::Device, "nvmlDeviceGetNumFans", || {
+                self.device.num_fans()
+            });
+        }
+        let slow = self.read_health(tally);
+        (identity, slow)
+    }
+
+    /// The identity facts: name, serial, PCI, temperature thresholds,
+    /// maximum clocks and PCIe link.
+    fn read_identity(&self, tally: &mut Tally) -> GpuIdentity {
         let d = &self.device;
         let id = FieldGroup::Identity;
         let threshold = |tally: &mut Tally, which| {
@@ -58,16 +98,14 @@ impl GpuDevice<'_> {
                 || d.max_pcie_link_width(),
             ),
         };
-        let identity = match tally.call(id, "nvmlDeviceGetPciInfo_v3", || d.pci_info()) {
+        match tally.call(id, "nvmlDeviceGetPciInfo_v3", || d.pci_info()) {
             Some(pci) => GpuIdentity {
                 pci_bus_id: Some(pci.bus_id),
                 pci_device_id: Some(pci.pci_device_id),
                 ..identity
             },
             None => identity,
-        };
-        let slow = self.read_health(tally);
-        (identity, slow)
+        }
     }
 
     fn read_health(&self, tally: &mut Tally) -> SlowReadings {
@@ -122,13 +160,7 @@ impl GpuDevice<'_> {
                 .map(|m| m.current == 1),
             ..SlowReadings::default()
         };
-        (s.links, s.nvlink_traffic) = self.read_links(tally);
-        s.fabric = self.read_fabric(tally);
-        s.pcie_replay_errors = self
-            .field_values(FieldGroup::Pcie, &[id::PCIE_REPLAY], tally)
-            .get(id::PCIE_REPLAY)
-            .map(|v| v as u64);
-        if let Some(fans) = tally.call(dev, "nvmlDeviceGetNumFans", || d.num_fans()) {
+        if let Some(fans) = self.fans {
             s.fan_speed_ratio = (0..fans)
                 .map(|fan| {
                     tally
@@ -142,29 +174,32 @@ impl GpuDevice<'_> {
                 d.is_ecc_enabled()
             })
             .map(|mode| mode.currently_enabled);
-        if s.ecc_enabled == Some(true) {
-            self.read_ecc(tally, &mut s);
+        // One field-value batch for the links, PCIe replays and ECC.
+        let ecc = s.ecc_enabled == Some(true);
+        let mut extra = vec![id::PCIE_REPLAY];
+        if ecc {
+            extra.extend(ECC_FIELDS);
+        }
+        let (links, traffic, values) = self.read_links(&extra, tally);
+        (s.links, s.nvlink_traffic) = (links, traffic);
+        if !values.answered() {
+            // The batch failed as a whole: so did the PCIe and ECC reads.
+            tally.groups.insert(FieldGroup::Pcie, false);
+            if ecc {
+                tally.groups.insert(FieldGroup::Ecc, false);
+            }
+        }
+        s.fabric = self.read_fabric(tally);
+        s.pcie_replay_errors = values.get(id::PCIE_REPLAY, 0).map(|v| v as u64);
+        if ecc {
+            self.read_ecc(&values, tally, &mut s);
         }
         s
     }
 
-    fn read_ecc(&self, tally: &mut Tally, s: &mut SlowReadings) {
-        let ids = [
-            id::ECC_SBE_VOL,
-            id::ECC_DBE_VOL,
-            id::ECC_SBE_AGG,
-            id::ECC_DBE_AGG,
-            id::RETIRED_SBE,
-            id::RETIRED_DBE,
-            id::RETIRED_PENDING,
-            id::REMAPPED_COR,
-            id::REMAPPED_UNC,
-            id::REMAPPED_PENDING,
-            id::REMAPPED_FAILURE,
-        ];
-        let v = self.field_values(FieldGroup::Ecc, &ids, tally);
-        let count = |field: u32| v.get(field).map(|x| x as u64);
-        let flag = |field: u32| v.get(field).map(|x| x != 0.0);
+    fn read_ecc(&self, v: &ScopedValues, tally: &mut Tally, s: &mut SlowReadings) {
+        let count = |field: u32| v.get(field, 0).map(|x| x as u64);
+        let flag = |field: u32| v.get(field, 0).map(|x| x != 0.0);
         s.ecc = EccCounters {
             corrected_volatile: count(id::ECC_SBE_VOL),
             uncorrected_volatile: count(id::ECC_DBE_VOL),

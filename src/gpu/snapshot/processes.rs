@@ -70,6 +70,19 @@ pub struct GpuProcess {
     /// The Kubernetes container the process belongs to, by the kubelet's
     /// device allocations (see [`crate::kubernetes::attribute`]).
     pub pod: Option<Arc<PodContainer>>,
+    /// The Slurm job the HPC job mapping directory names for the process's
+    /// GPU (or MIG instance), when it names exactly one and the process
+    /// shows none of its own.
+    pub mapped_job: Option<String>,
+}
+
+/// A job an HPC job mapping directory names for a GPU or MIG instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MappedJob {
+    /// The MIG GPU instance, for an instance's file.
+    pub gpu_instance_id: Option<u32>,
+    /// The job id as written.
+    pub job: String,
 }
 
 /// A Kubernetes container by name, as the kubelet reports it.
@@ -123,6 +136,24 @@ pub struct HostProcess {
     pub user: Option<String>,
     /// The container the process runs in, from its cgroup.
     pub container: Option<Container>,
+    /// The Slurm job the process runs in, from its cgroup or (where the
+    /// cgroups do not show it) its environment.
+    pub slurm: Option<SlurmJob>,
+}
+
+/// A Slurm job, as a process on the node shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlurmJob {
+    /// The job id (`SLURM_JOB_ID`, or `job_<J>` in the cgroup path).
+    pub job_id: u64,
+    /// The step (`batch`, `extern`, `0`, ...), where known.
+    pub step: Option<String>,
+    /// The job's user, from the environment.
+    pub user: Option<String>,
+    /// The job's account, from the environment.
+    pub account: Option<String>,
+    /// The job's partition, from the environment.
+    pub partition: Option<String>,
 }
 
 /// A container runtime recognised from a cgroup path.
