@@ -19,7 +19,9 @@
 # (tests/container.rs), and with `dpkg-dev` (dpkg-shlibdeps), `binutils`
 # (strip) and cargo-deb (crates.io) build and install the Debian package
 # (tests/debian_package.rs); Debian's `sqlite3`, which checks the history
-# database's integrity independently of gpuwatch (tests/history.rs).
+# database's integrity independently of gpuwatch (tests/history.rs);
+# Debian's `slurm-wlm` and `munge`, a one-node Slurm on loopback that the
+# remediation tests drain and resume (tests/remediation_slurm.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +39,9 @@ for tool in podman runc catatonit mmdebstrap; do
   command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
 command -v sqlite3 >/dev/null 2>&1 || need_apt+=(sqlite3)
+# A one-node Slurm on loopback for acting on health (tests/remediation_slurm.rs).
+{ [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v scontrol; } >/dev/null 2>&1 || need_apt+=(slurm-wlm)
+[ -x /usr/sbin/munged ] || need_apt+=(munge)
 command -v dpkg-shlibdeps >/dev/null 2>&1 || need_apt+=(dpkg-dev)
 command -v strip >/dev/null 2>&1 || need_apt+=(binutils)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -57,6 +57,9 @@
 //!   reaches a terminal or the log.
 //! - [`panics`]: panics in request handlers and long-lived tasks, caught,
 //!   logged and counted (`gpuwatch_panics_total`), never silent.
+//! - [`remediation`]: acting on health: the task that reads each
+//!   snapshot's verdict and drains the node in Slurm (dry-run by default),
+//!   recording every decision in history, metrics and the outbox.
 //! - [`app`]: the commands, as the binary runs them.
 //!
 //! # Layers
@@ -66,7 +69,7 @@
 //! `workload` → `sampler` → `capacity` → `exporter` (its families are the
 //! metric encoder everyone uses) → `history`, `panics` → `rules` →
 //! `outbox` → `alerting` → `notify` (receivers carry an alerting route) →
-//! `config` → `http` → `app`.
+//! `config` → `remediation` → `http` → `app`.
 
 pub mod alerting;
 pub mod app;
@@ -85,6 +88,7 @@ pub mod notify;
 pub mod outbox;
 pub mod panics;
 pub mod problem;
+pub mod remediation;
 pub mod rules;
 pub mod sampler;
 pub mod sim;

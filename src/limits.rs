@@ -123,6 +123,27 @@ pub const RULE_KEEP_FIRING_FOR: Limits<Duration> =
     durations("rules[].keep_firing_for", Duration::ZERO, secs(30 * DAY));
 /// `stale(...)` in a rule's condition.
 pub const STALE_AGE: Limits<Duration> = durations("stale(...)", ms(1), secs(30 * DAY));
+/// `remediation.act_after`: how long a reason holds before the node is drained.
+pub const REMEDIATION_ACT_AFTER: Limits<Duration> =
+    durations("remediation.act_after", Duration::ZERO, secs(DAY));
+/// `remediation.resume_after`: healthy for this long before gpuwatch resumes the node.
+pub const REMEDIATION_RESUME_AFTER: Limits<Duration> =
+    durations("remediation.resume_after", secs(1), secs(30 * DAY));
+/// `remediation.flap_window`: a node failing again this soon after a resume stays drained.
+pub const REMEDIATION_FLAP_WINDOW: Limits<Duration> =
+    durations("remediation.flap_window", Duration::ZERO, secs(30 * DAY));
+/// `remediation.retry_min`: the first delay after a failed scheduler call.
+pub const REMEDIATION_RETRY_MIN: Limits<Duration> =
+    durations("remediation.retry_min", ms(100), secs(HOUR));
+/// `remediation.retry_max`: the longest delay between two tries.
+pub const REMEDIATION_RETRY_MAX: Limits<Duration> =
+    durations("remediation.retry_max", ms(100), secs(DAY));
+/// `remediation.slurm.timeout`: one `scontrol` or `sinfo` call.
+pub const SLURM_TIMEOUT: Limits<Duration> =
+    durations("remediation.slurm.timeout", ms(100), secs(10 * MINUTE));
+/// `remediation.slurm.max_drained_nodes`: the circuit breaker.
+pub const MAX_DRAINED_NODES: Limits<u64> =
+    numbers("remediation.slurm.max_drained_nodes", 1, 1_000_000);
 
 #[cfg(test)]
 /// Every duration setting, for the README check.
@@ -149,11 +170,22 @@ pub const DURATIONS: &[Limits<Duration>] = &[
     RULE_FOR,
     RULE_KEEP_FIRING_FOR,
     STALE_AGE,
+    REMEDIATION_ACT_AFTER,
+    REMEDIATION_RESUME_AFTER,
+    REMEDIATION_FLAP_WINDOW,
+    REMEDIATION_RETRY_MIN,
+    REMEDIATION_RETRY_MAX,
+    SLURM_TIMEOUT,
 ];
 
 #[cfg(test)]
 /// Every whole-number setting, for the README check.
-pub const COUNTS: &[Limits<u64>] = &[MAX_CONNECTIONS, PROCESS_TOP_N, HISTORY_QUEUE];
+pub const COUNTS: &[Limits<u64>] = &[
+    MAX_CONNECTIONS,
+    PROCESS_TOP_N,
+    HISTORY_QUEUE,
+    MAX_DRAINED_NODES,
+];
 
 #[cfg(test)]
 /// Every size setting (bytes), for the README check.

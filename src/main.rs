@@ -104,7 +104,7 @@ enum Command {
         /// Only this GPU (index or UUID).
         #[arg(long)]
         gpu: Option<String>,
-        /// Only this kind: xid, gpu_lost, gpu_recovered, process_start, process_stop, agent_start.
+        /// Only this kind: xid, gpu_lost, gpu_recovered, process_start, process_stop, agent_start, remediation.
         #[arg(long)]
         kind: Option<String>,
         /// Output format (table or json).

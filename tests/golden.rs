@@ -55,6 +55,8 @@ fn scrape_golden() -> Metrics {
         std::fs::write(pci.join(address).join("vendor"), "0x10de\n").expect("vendor");
         std::fs::write(pci.join(address).join("class"), format!("{class}\n")).expect("class");
     }
+    // Acting on health is off here: its families have their own README
+    // table, checked against a real Slurm (tests/remediation_slurm.rs).
     std::fs::write(
         &config,
         format!(
@@ -63,7 +65,8 @@ fn scrape_golden() -> Metrics {
              [health]\nkernel_log = {:?}\npci_devices = {:?}\n\
              [capacity]\nmemory_margin = \"1GiB\"\n\
              [[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n\
-             [[profiles]]\nname = \"a100-big\"\nmemory = \"30GiB\"\nmodel = \"A100\"\n",
+             [[profiles]]\nname = \"a100-big\"\nmemory = \"30GiB\"\nmodel = \"A100\"\n\
+             [remediation]\nmode = \"off\"\n",
             proc_root.to_str().expect("utf-8 path"),
             socket.to_str().expect("utf-8 path"),
             kmsg.to_str().expect("utf-8 path"),

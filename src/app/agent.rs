@@ -66,6 +66,8 @@ struct Derived {
     limits: ServerLimits,
     processes: ProcessExport,
     retention: crate::history::Retention,
+    /// The host name (the `host` label of remediation's notifications).
+    hostname: String,
 }
 
 impl Derived {
@@ -97,6 +99,7 @@ impl Derived {
                 capacity: Arc::new(config.capacity.clone()),
             },
             retention: config.history.retention,
+            hostname: plan.hostname.clone(),
         })
     }
 }
@@ -218,6 +221,9 @@ fn announce(security: &WebSecurity, derived: &Derived) {
 struct Alerting {
     receiver: crate::alerting::AlertsReceiver,
     task: JoinHandle<()>,
+    /// The receivers' routes and the outbox's doorbell (remediation writes
+    /// its notifications there too).
+    outbox: (Vec<crate::alerting::Destination>, crate::outbox::Doorbell),
 }
 
 /// Starts alerting: its state restored from the database when it is open,
@@ -247,6 +253,7 @@ async fn start_alerting(
         move || alerts.borrow().xid_escalations(),
     ));
     let notifiers = storage::Notifiers::new(config, &derived.external_url, panics);
+    let outbox = notifiers.outbox();
     if attached.is_some() && !notifiers.stats.is_empty() {
         exporter.add(Box::new(crate::notify::NotifyCollector(
             notifiers.stats.clone(),
@@ -275,7 +282,11 @@ async fn start_alerting(
             shutdown.clone(),
         ),
     );
-    Alerting { receiver, task }
+    Alerting {
+        receiver,
+        task,
+        outbox,
+    }
 }
 
 /// Starts the parts that hang on the sampler (history writer, alerting,
@@ -332,6 +343,22 @@ async fn serve(
     };
     if let Some(stats) = history_stats {
         exporter.add(Box::new(HistoryCollector(stats)));
+    }
+    if let Some(task) = super::remediation::start(
+        &config.remediation,
+        super::remediation::Wiring {
+            store: attached.as_ref().map(|a| a.store.clone()),
+            outbox: alerting.as_ref().map(|a| a.outbox.clone()),
+            alerts: alerting.as_ref().map(|a| a.receiver.clone()),
+            external_url: derived.external_url.clone(),
+            hostname: derived.hostname.clone(),
+        },
+        sampler.snapshots(),
+        &panics,
+        &stopped,
+        &mut exporter,
+    ) {
+        tasks.push(task);
     }
     let (history_api, silences) = match attached {
         Some(attached) => {

@@ -11,6 +11,7 @@ pub mod copy_binary;
 pub mod history;
 pub mod jobs;
 pub mod npd;
+mod remediation;
 pub mod silence;
 mod storage;
 

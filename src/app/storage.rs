@@ -219,6 +219,12 @@ impl Notifiers {
         }
     }
 
+    /// The receivers' routes and the doorbell, for other writers of the
+    /// outbox (remediation's notifications).
+    pub(super) fn outbox(&self) -> (Vec<Destination>, crate::outbox::Doorbell) {
+        (self.destinations.clone(), self.doorbell.clone())
+    }
+
     /// Starts a dispatcher per receiver and the outbox's cleanup.
     fn start(&self, store: &Store, shutdown: &watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         let mut tasks = Vec::new();

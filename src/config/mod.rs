@@ -14,6 +14,7 @@ mod kubernetes;
 mod log;
 mod raw;
 mod receivers;
+pub mod remediation;
 mod route;
 mod sampler;
 mod server;
@@ -28,6 +29,7 @@ pub use crate::problem::Problem;
 pub use health::HealthConfig;
 pub use history::HistoryConfig;
 pub use log::{check_filter, FilterError, LogConfig, LogFormat};
+pub use remediation::{Mode as RemediationMode, RemediationConfig, SlurmSettings};
 pub use sampler::SamplerConfig;
 pub use server::ServerConfig;
 pub use values::{control_character, parse_listen};
@@ -61,6 +63,8 @@ pub struct Config {
     pub kubernetes: Option<crate::kubernetes::KubeletSettings>,
     /// `[health]`: the kernel log and the PCI device tree.
     pub health: HealthConfig,
+    /// `[remediation]`: acting on the health verdict (dry-run by default).
+    pub remediation: RemediationConfig,
     /// `[workloads]`: where Slurm jobs are learned besides the processes.
     pub workloads: WorkloadsConfig,
 }
@@ -158,6 +162,7 @@ impl Config {
         );
         let kubernetes = v.kubernetes(raw.kubernetes.unwrap_or_default());
         let health = v.health(raw.health.unwrap_or_default());
+        let remediation = v.remediation(raw.remediation.unwrap_or_default());
         let workloads = v.workloads(raw.workloads.unwrap_or_default());
         crate::rules::builtin::set_xid_escalation(&mut rules, health.xid_escalate_after);
         // One node-level rule per profile: it fits on no GPU of the node.
@@ -185,6 +190,7 @@ impl Config {
             capacity,
             kubernetes,
             health,
+            remediation,
             workloads,
         })
     }

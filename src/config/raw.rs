@@ -30,6 +30,8 @@ pub struct RawConfig {
     pub kubernetes: Option<RawKubernetes>,
     /// `[health]`.
     pub health: Option<RawHealth>,
+    /// `[remediation]`.
+    pub remediation: Option<super::remediation::RawRemediation>,
     /// `[workloads]`.
     pub workloads: Option<RawWorkloads>,
 }

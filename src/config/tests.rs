@@ -20,6 +20,7 @@ fn the_example_file_parses_and_matches_the_defaults() {
     assert_eq!(config.sampler, Config::default().sampler);
     assert_eq!(config.server, Config::default().server);
     assert_eq!(config.kubernetes, Config::default().kubernetes);
+    assert_eq!(config.remediation, Config::default().remediation);
 }
 
 #[test]

@@ -368,7 +368,7 @@ fn opt(a: Option<f64>, b: Option<f64>, f: impl Fn(f64, f64) -> f64) -> Option<f6
 pub struct Event {
     /// When, Unix seconds.
     pub t: f64,
-    /// What happened: xid, gpu_lost, gpu_recovered, process_start, process_stop, agent_start.
+    /// What happened: xid, gpu_lost, gpu_recovered, process_start, process_stop, agent_start, remediation.
     pub kind: String,
     /// NVML index of the GPU (when last seen), if the event belongs to one.
     pub gpu: Option<i64>,

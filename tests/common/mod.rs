@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 pub mod alertmanager;
 pub mod kubelet;
 pub mod promql;
+pub mod slurm;
 
 /// The gpuwatch binary cargo built for these tests.
 pub fn binary() -> PathBuf {

@@ -1,0 +1,243 @@
+//! What on a snapshot asks for the node to be drained: the health verdict
+//! (the same judge `/metrics`, `/api/v1/health` and the web view use:
+//! [`verdict`] with the Xid escalations) plus the GPUs on the PCI bus that
+//! the driver does not list, each reason classed by what it asks for and
+//! kept when `[remediation]` lets that class and source act.
+
+use std::time::SystemTime;
+
+use crate::gpu::Snapshot;
+use crate::health::escalation::{for_gpu, Escalated};
+use crate::health::verdict::{verdict, with_escalations, Reason, State};
+
+use crate::config::RemediationConfig;
+
+/// One reason to take the node out of scheduling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trigger {
+    /// NVML index of the GPU; `None` for a GPU the driver does not list.
+    pub gpu: Option<u32>,
+    /// Its UUID, or its PCI address when the driver does not list it.
+    pub uuid: String,
+    /// The action class (one of [`crate::config::remediation::ACTIONS`]).
+    pub action: &'static str,
+    /// Where the reason comes from (`xid`, `recovery_action`, `pci`, ...).
+    pub source: &'static str,
+    /// What is wrong, as the verdict says it.
+    pub text: String,
+}
+
+/// The action class of a verdict reason: NVIDIA's recommended action where
+/// there is one (RESET_GPU, REBOOT_SYSTEM for RESTART_BM and node_reboot,
+/// INSPECT_HARDWARE for escalations, a failed row remap and
+/// CONTACT_SUPPORT), the fabric's problem, GPU_MISSING for a lost GPU.
+pub fn class_of(reason: &Reason) -> &'static str {
+    let action = reason.action.as_str();
+    match reason.source {
+        "nvml" => "GPU_MISSING",
+        "recovery_action" => match action {
+            "gpu_reset" | "drain_and_reset" => "RESET_GPU",
+            "node_reboot" => "REBOOT_SYSTEM",
+            "drain_p2p" => "DRAIN_P2P",
+            _ => "OTHER",
+        },
+        "nvlink" => "WORKFLOW_NVLINK",
+        "fabric" => match reason.state {
+            State::Unhealthy if reason.text.contains("reports it unhealthy") => "FABRIC_UNHEALTHY",
+            State::Unhealthy => "FABRIC_NOT_REGISTERED",
+            _ => "FABRIC_DEGRADED",
+        },
+        "ecc" if reason.state == State::Unhealthy => "INSPECT_HARDWARE",
+        "ecc" if action.starts_with("reboot") => "REBOOT_SYSTEM",
+        "ecc" => "RESET_GPU",
+        _ if action.starts_with("INSPECT_HARDWARE") || action == "CONTACT_SUPPORT" => {
+            "INSPECT_HARDWARE"
+        }
+        _ if action == "RESET_GPU" => "RESET_GPU",
+        _ if action == "RESTART_BM" => "REBOOT_SYSTEM",
+        _ if action == "RESTART_APP" => "RESTART_APP",
+        // An unhealthy Xid of the reset class whose catalog row names a
+        // workflow (48, 119, ...): the verdict says reset it.
+        _ if reason.state == State::Unhealthy => "RESET_GPU",
+        _ => "OTHER",
+    }
+}
+
+/// The triggers on `snapshot` at `now` that `config` lets act, worst first
+/// per GPU, GPUs in index order, then the GPUs missing from the driver.
+pub fn triggers(
+    snapshot: &Snapshot,
+    escalated: &Escalated,
+    now: SystemTime,
+    config: &RemediationConfig,
+) -> Vec<Trigger> {
+    let acts = |state: State, action: &str, source: &str| {
+        (state == State::Unhealthy || (config.degraded && state == State::Degraded))
+            && config.actions.iter().any(|a| a == action)
+            && config.sources.iter().any(|s| s == source)
+    };
+    let mut out = Vec::new();
+    for gpu in &snapshot.gpus {
+        let v = with_escalations(verdict(gpu, now), for_gpu(escalated, gpu));
+        for reason in &v.reasons {
+            let action = class_of(reason);
+            if acts(reason.state, action, reason.source) {
+                out.push(Trigger {
+                    gpu: Some(gpu.index),
+                    uuid: gpu.uuid.clone(),
+                    action,
+                    source: reason.source,
+                    text: reason.text.clone(),
+                });
+            }
+        }
+    }
+    let missing = snapshot.collection.health.missing_from_driver(
+        snapshot
+            .gpus
+            .iter()
+            .filter_map(|g| g.identity.pci_bus_id.as_deref()),
+    );
+    for address in missing {
+        if acts(State::Unhealthy, "GPU_MISSING", "pci") {
+            out.push(Trigger {
+                gpu: None,
+                text: format!(
+                    "the GPU at {address} is on the PCI bus but the driver does not list it"
+                ),
+                uuid: address,
+                action: "GPU_MISSING",
+                source: "pci",
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::gpu::links::LinkHealth;
+    use crate::gpu::{testing, GpuSnapshot, SlowReadings, XidCount};
+
+    fn reason(state: State, source: &'static str, text: &str, action: &str) -> Reason {
+        Reason {
+            state,
+            source,
+            text: text.into(),
+            action: action.into(),
+        }
+    }
+
+    #[test]
+    fn reasons_are_classed_by_what_they_ask_for() {
+        let u = State::Unhealthy;
+        let cases = [
+            (reason(u, "recovery_action", "", "gpu_reset"), "RESET_GPU"),
+            (
+                reason(u, "recovery_action", "", "node_reboot"),
+                "REBOOT_SYSTEM",
+            ),
+            (reason(u, "recovery_action", "", "drain_p2p"), "DRAIN_P2P"),
+            (reason(u, "xid", "", "RESET_GPU"), "RESET_GPU"),
+            (reason(u, "xid", "", "RESTART_BM"), "REBOOT_SYSTEM"),
+            (reason(u, "xid", "", "WORKFLOW_XID_48"), "RESET_GPU"),
+            (
+                reason(
+                    u,
+                    "xid",
+                    "",
+                    crate::health::verdict::INSPECT_HARDWARE_ACTION,
+                ),
+                "INSPECT_HARDWARE",
+            ),
+            (
+                reason(State::Degraded, "xid", "", "RESTART_APP"),
+                "RESTART_APP",
+            ),
+            (
+                reason(u, "ecc", "a row remap failed", "replace the GPU (RMA)"),
+                "INSPECT_HARDWARE",
+            ),
+            (
+                reason(u, "nvml", "", "reset the GPU or reboot the node"),
+                "GPU_MISSING",
+            ),
+            (
+                reason(u, "fabric", "registration failed", ""),
+                "FABRIC_NOT_REGISTERED",
+            ),
+            (
+                reason(u, "fabric", "the NVLink fabric reports it unhealthy", ""),
+                "FABRIC_UNHEALTHY",
+            ),
+            (
+                reason(State::Degraded, "fabric", "in progress", ""),
+                "FABRIC_DEGRADED",
+            ),
+            (
+                reason(u, "nvlink", "", "WORKFLOW_NVLINK"),
+                "WORKFLOW_NVLINK",
+            ),
+        ];
+        for (r, class) in cases {
+            assert_eq!(class_of(&r), class, "{r:?}");
+        }
+    }
+
+    fn snapshot(gpus: Vec<GpuSnapshot>) -> Snapshot {
+        testing::snapshot(SystemTime::UNIX_EPOCH, gpus)
+    }
+
+    #[test]
+    fn only_the_configured_classes_and_sources_act() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let reset = GpuSnapshot {
+            health: Arc::new(SlowReadings {
+                links: LinkHealth {
+                    recovery_action: Some("gpu_reset"),
+                    ..LinkHealth::default()
+                },
+                ..SlowReadings::default()
+            }),
+            ..testing::gpu(1)
+        };
+        let app_error = GpuSnapshot {
+            xid_errors: Arc::new(vec![XidCount {
+                code: 13,
+                count: 1,
+                last_seen: now,
+            }]),
+            ..testing::gpu(2)
+        };
+        let s = snapshot(vec![testing::gpu(0), reset, app_error]);
+        let config = RemediationConfig::default();
+        let got = triggers(&s, &Escalated::new(), now, &config);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            (got[0].gpu, got[0].action, got[0].source),
+            (Some(1), "RESET_GPU", "recovery_action")
+        );
+        // Degraded acts only when asked, and only for listed classes.
+        let degraded = RemediationConfig {
+            degraded: true,
+            actions: vec!["RESTART_APP".into()],
+            ..RemediationConfig::default()
+        };
+        let got = triggers(&s, &Escalated::new(), now, &degraded);
+        assert_eq!(got.iter().map(|t| t.gpu).collect::<Vec<_>>(), [Some(2)]);
+        // A source left out does not act.
+        let no_recovery = RemediationConfig {
+            sources: vec!["xid".into()],
+            ..RemediationConfig::default()
+        };
+        assert!(triggers(&s, &Escalated::new(), now, &no_recovery).is_empty());
+        // An escalation (GpuXidRecurring) asks for inspection.
+        let escalated = Escalated::from([(testing::gpu(0).alert_key(), vec![79])]);
+        let got = triggers(&snapshot(vec![testing::gpu(0)]), &escalated, now, &config);
+        assert_eq!(got[0].action, "INSPECT_HARDWARE");
+    }
+}
