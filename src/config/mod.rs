@@ -8,6 +8,7 @@
 
 mod capacity;
 mod email;
+mod exporter;
 mod health;
 mod history;
 mod kubernetes;
@@ -24,6 +25,7 @@ use std::path::Path;
 
 pub use crate::limits;
 pub use crate::problem::Problem;
+pub use exporter::ExporterConfig;
 pub use health::HealthConfig;
 pub use history::HistoryConfig;
 pub use log::{check_filter, FilterError, LogConfig, LogFormat};
@@ -59,6 +61,8 @@ pub struct Config {
     pub kubernetes: Option<crate::kubernetes::KubeletSettings>,
     /// `[health]`: the kernel log and the PCI device tree.
     pub health: HealthConfig,
+    /// `[exporter]`: the detail sets /metrics exports.
+    pub exporter: ExporterConfig,
 }
 
 impl Default for Config {
@@ -154,6 +158,7 @@ impl Config {
         );
         let kubernetes = v.kubernetes(raw.kubernetes.unwrap_or_default());
         let health = v.health(raw.health.unwrap_or_default());
+        let exporter = v.exporter(raw.exporter.unwrap_or_default());
         crate::rules::builtin::set_xid_escalation(&mut rules, health.xid_escalate_after);
         // One node-level rule per profile: it fits on no GPU of the node.
         match crate::rules::capacity::rules(&capacity, capacity.alert_for) {
@@ -180,6 +185,7 @@ impl Config {
             capacity,
             kubernetes,
             health,
+            exporter,
         })
     }
 }

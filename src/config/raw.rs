@@ -30,6 +30,16 @@ pub struct RawConfig {
     pub kubernetes: Option<RawKubernetes>,
     /// `[health]`.
     pub health: Option<RawHealth>,
+    /// `[exporter]`.
+    pub exporter: Option<RawExporter>,
+}
+
+/// `[exporter]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExporter {
+    /// Detail sets exported besides the default families; "full" for all.
+    pub detail: Option<Vec<Spanned<String>>>,
 }
 
 /// `[health]`.
