@@ -423,8 +423,10 @@ def fleet():
     L.add(stat("Not in the NVLink fabric", targets("count(gpuwatch_fabric_registered%s == 0) or vector(0)" % s()), "short",
                "GPUs whose NVLink fabric registration is not completed with success (NVSwitch systems): they cannot run "
                "multi-GPU jobs.", th=BAD_TH, color_mode="background"), 6, 4)
-    L.add(stat("NVLink links down", targets("count(gpuwatch_nvlink_up%s == 0) or vector(0)" % s()), "short",
-               "NVLink links reported down, over the selected GPUs.", th=BAD_TH, color_mode="background"), 6, 4)
+    L.add(stat("NVLink links down", targets("sum(gpuwatch_nvlink_links_down%s) or vector(0)" % s()), "short",
+               "NVLink links reported down, over the selected GPUs (gpuwatch_nvlink_links_down, per GPU in the default "
+               "/metrics; which links: the GPU dashboard, /api/v1/gpus or the agent's web view).", th=BAD_TH,
+               color_mode="background"), 6, 4)
     L.add(state_timeline("Health verdict per GPU", targets((named(verdict()), GPU_LEGEND)), HEALTH_DESC,
                          mappings=HEALTH_MAP), 12, 8)
     L.add(timeseries("Xid errors by code", targets(
@@ -532,8 +534,10 @@ def detail():
     L.add(stat("GPU lost", targets(("gpuwatch_gpu_lost%s" % s(), "{{reason}}")), "none",
                "Present only while the GPU is lost; the legend is NVML's reason.", text_mode="name", color_mode="background",
                th=thresholds((None, "red"))), 12, 3)
-    L.add(stat("Collector groups failing", targets("count(gpuwatch_collector_success%s == 0) or vector(0)" % s()), "short",
-               "Field groups whose NVML calls failed on their last read.", th=BAD_TH), 6, 3)
+    L.add(stat("Collector groups failing", targets("count(gpuwatch_collector_success%s == 0) or 0 * count(gpuwatch_collector_success%s)"
+                                                   % (s(), s())), "short",
+               "Field groups whose NVML calls failed on their last read. Filled by detail set collector_groups "
+               "([exporter] detail); empty at the default (NVML errors: the Agent row).", th=BAD_TH), 6, 3)
     L.add(stat("Processes", targets("gpuwatch_gpu_processes%s" % s()), "short"), 6, 3)
 
     L.row("Health")
@@ -542,8 +546,10 @@ def detail():
     L.add(stat("Recovery action", targets(("gpuwatch_recovery_action%s == 1" % s(), "{{action}}")), "none",
                "What the driver says the GPU needs (NVML field 230): none, gpu_reset, node_reboot, drain_p2p, drain_and_reset.",
                text_mode="name"), 4, 4)
-    L.add(stat("NVLink links down", targets("sum by (instance, gpu) (1 - gpuwatch_nvlink_up%s)" % s()), "short",
-               "Links reported down (gpuwatch_nvlink_up == 0); empty without NVLink.", th=BAD_TH, color_mode="background"), 4, 4)
+    L.add(stat("NVLink links down", targets("gpuwatch_nvlink_links_down%s" % s()), "short",
+               "Links reported down (gpuwatch_nvlink_links_down); empty without NVLink. Which ones: the NVLink links "
+               "panel (detail set nvlink_links), /api/v1/gpus or the agent's web view.", th=BAD_TH,
+               color_mode="background"), 4, 4)
     L.add(stat("NVLink fabric", targets("gpuwatch_fabric_registered%s" % s()), "none",
                "Whether the GPU joined the NVSwitch fabric (registration completed with success); empty without a fabric. "
                "A GPU outside it cannot run multi-GPU jobs.", mappings=REGISTERED_MAP, color_mode="background"), 4, 4)
@@ -564,10 +570,14 @@ def detail():
                 "Each Xid counted on the GPU with NVIDIA's mnemonic and the action to take first (the Xid catalog).",
                 exclude=("Time", "job", "__name__", "instance", "uuid")), 8, 8)
     L.add(timeseries("NVLink errors", targets(
+        ("sum by (instance, gpu) (rate(gpuwatch_nvlink_gpu_errors_total%s[$__rate_interval]))" % s(), "all links"),
         ("sum by (type) (rate(gpuwatch_nvlink_errors_total%s[$__rate_interval]))" % s(), "{{type}}")), "short",
-        "NVLink errors per second over all links, by type (replay, recovery, crc_flit, crc_data).", mn=0), 8, 8)
-    L.add(state_timeline("NVLink links", targets(("gpuwatch_nvlink_up%s" % s(), "link {{link}}")),
-                         "Each NVLink link up or down over time.", mappings=LINK_MAP), 8, 8)
+        "NVLink errors per second over all links; by type (replay, recovery, crc_flit, crc_data) with detail set "
+        "nvlink_links.", mn=0), 8, 8)
+    L.add(state_timeline("NVLink links (detail set nvlink_links)", targets(("gpuwatch_nvlink_up%s" % s(), "link {{link}}")),
+                         "Each NVLink link up or down over time. Filled by detail set nvlink_links ([exporter] detail); "
+                         "at the default, /api/v1/gpus and the agent's web view name the links down.",
+                         mappings=LINK_MAP), 8, 8)
 
     L.row("Utilization")
     L.add(timeseries("Utilization", targets(
@@ -628,10 +638,11 @@ def detail():
     L.row("Processes")
     L.add(table("Processes", targets(("gpuwatch_process_memory_used_bytes%s" % s(), ""), instant=True, table=True), "bytes", {
         "pid": ("PID", None), "process_name": ("Process", None), "type": ("Type", None), "Value": ("GPU memory", "bytes"),
-    }, sort_by="GPU memory", exclude=("Time", "job", "__name__", "instance", "gpu", "uuid")), 12, 9)
+    }, "Filled by detail set processes ([exporter] detail); at the default, /api/v1/gpus and the agent's web view "
+       "list the processes.", sort_by="GPU memory", exclude=("Time", "job", "__name__", "instance", "gpu", "uuid")), 12, 9)
     L.add(timeseries("Process memory", targets(
         ("sum by (process_name, pid) (gpuwatch_process_memory_used_bytes%s)" % s(), "{{process_name}} ({{pid}})")),
-        "bytes", stack=True, mn=0), 12, 9)
+        "bytes", "Filled by detail set processes ([exporter] detail).", stack=True, mn=0), 12, 9)
 
     L.row("Reliability")
     L.add(timeseries("ECC errors", targets(("gpuwatch_ecc_errors_total%s" % s(), "{{type}} {{counter}}")), "short",
@@ -659,7 +670,8 @@ def detail():
     L.add(timeseries("Fan speed", targets(("gpuwatch_fan_speed_ratio%s" % s(), "fan {{fan}}")), "percentunit",
                      "Absent on passively cooled GPUs.", mn=0, mx=1), 12, 8)
     L.add(state_timeline("Collector groups", targets(("gpuwatch_collector_success%s" % s(), "{{group}}")),
-                         "1 when the group's NVML calls succeeded on their last read.",
+                         "1 when the group's NVML calls succeeded on their last read. Filled by detail set "
+                         "collector_groups ([exporter] detail).",
                          mappings=[{"type": "value", "options": {"0": {"text": "failing", "color": "red"},
                                                                  "1": {"text": "ok", "color": "green"}}}]), 12, 8)
 
@@ -692,13 +704,15 @@ def detail():
         ("gpuwatch_gpu_utilization_ratio%s" % s(), "utilization (nvidia-smi)")), "percentunit",
         "How much of the GPU the work uses, beside NVML's utilization (a kernel ran at all)." + gpm_desc, mn=0, mx=1), 18, 8)
     L.add(gauge("SM active", targets("gpuwatch_gpm_sm_active_ratio%s" % s()), "percentunit", th=RATIO_TH), 6, 8)
-    L.add(timeseries("Pipes", targets(("gpuwatch_gpm_pipe_active_ratio%s" % s(), "{{pipe}}")), "percentunit",
-                     "Tensor (HMMA, IMMA, DFMA), FP64/FP32/FP16 and integer pipes." + gpm_desc, mn=0, mx=1), 12, 8)
+    L.add(timeseries("Pipes (detail set gpm_pipes)", targets(("gpuwatch_gpm_pipe_active_ratio%s" % s(), "{{pipe}}")), "percentunit",
+                     "Tensor (HMMA, IMMA, DFMA), FP64/FP32/FP16 and integer pipes. Filled by detail set gpm_pipes "
+                     "([exporter] detail); tensor activity over all pipes is in SM activity." + gpm_desc, mn=0, mx=1), 12, 8)
     L.add(timeseries("PCIe and NVLink traffic", targets(
         ("gpuwatch_gpm_pcie_bytes_per_second%s" % s(), "PCIe {{direction}}"),
         ("gpuwatch_gpm_nvlink_bytes_per_second%s" % s(), "NVLink {{direction}}")), "Bps", "Data sent (tx) and received (rx)." + gpm_desc, mn=0), 12, 8)
-    L.add(timeseries("NVLink per link", targets(("gpuwatch_gpm_nvlink_link_bytes_per_second%s" % s(), "link {{link}} {{direction}}")),
-                     "Bps", "Per NVLink link." + gpm_desc, mn=0), 12, 8)
+    L.add(timeseries("NVLink per link (detail set nvlink_links)", targets(("gpuwatch_gpm_nvlink_link_bytes_per_second%s" % s(), "link {{link}} {{direction}}")),
+                     "Bps", "Per NVLink link. Filled by detail set nvlink_links ([exporter] detail); the GPU's total is in "
+                     "PCIe and NVLink traffic." + gpm_desc, mn=0), 12, 8)
     L.add(timeseries("MIG instances: SM active", targets(("gpuwatch_gpm_mig_sm_active_ratio%s" % s(), "instance {{gpu_instance}}")),
                      "percentunit", "SM activity per MIG GPU instance: the utilization NVML does not give for MIG." + gpm_desc,
                      mn=0, mx=1), 12, 8)
@@ -748,8 +762,8 @@ def capacity():
         exclude=("Time", "job", "uuid", "__name__")), 12, 10)
     L.add(table("Largest processes", targets(("topk(20, gpuwatch_process_memory_used_bytes%s)" % s(), ""), instant=True, table=True),
                 "bytes", {"pid": ("PID", None), "process_name": ("Process", None), "type": ("Type", None),
-                          "Value": ("GPU memory", "bytes")}, sort_by="GPU memory",
-                exclude=("Time", "job", "__name__", "uuid")), 12, 10)
+                          "Value": ("GPU memory", "bytes")}, "Filled by detail set processes ([exporter] detail).",
+                sort_by="GPU memory", exclude=("Time", "job", "__name__", "uuid")), 12, 10)
     L.row("Workload profiles")
     L.add(bargauge("Instances that fit per GPU", targets((named("gpuwatch_gpu_capacity_fits%s" % s()), "{{instance}} GPU {{gpu}} {{profile}}"), instant=True),
                    "short", "How many more instances of each [[profiles]] entry fit on each GPU now: free memory minus the margin, "
@@ -762,7 +776,8 @@ def capacity():
                           "container_runtime": ("Runtime", None), "container_id": ("Container", None), "pod_uid": ("Pod UID", None),
                           "namespace": ("Namespace", None), "pod": ("Pod", None), "container": ("Container name", None),
                           "gpu_instance": ("MIG GI", None), "mps_client": ("MPS client", None), "command": ("Command", None)},
-                "Top processes by memory per GPU, with their user, container (from /proc) and Kubernetes pod (from the kubelet).",
+                "Top processes by memory per GPU, with their user, container (from /proc) and Kubernetes pod (from the kubelet). "
+                "Filled by detail set processes ([exporter] detail).",
                 exclude=("Time", "job", "__name__", "uuid", "Value", "type")), 24, 10)
     L.add(table("Kubernetes: who holds the GPUs", targets(("gpuwatch_gpu_pod_info%s" % s(), ""), instant=True, table=True),
                 "short", {"gpu": ("GPU", None), "gpu_instance": ("MIG GI", None), "namespace": ("Namespace", None),

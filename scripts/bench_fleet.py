@@ -153,7 +153,7 @@ class Sink(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def start_agent(agent, port, scenario, work, index, compat="none", history=False):
+def start_agent(agent, port, scenario, work, index, compat="none", history=False, detail="none"):
     cmd = [
         agent,
         "run",
@@ -163,6 +163,8 @@ def start_agent(agent, port, scenario, work, index, compat="none", history=False
         f"127.0.0.1:{port}",
         "--metrics-compat",
         compat,
+        "--metrics-detail",
+        detail,
     ]
     if history:
         cmd += ["--history-db", os.path.join(work, f"agent-{index}.db")]
@@ -173,12 +175,12 @@ def start_agent(agent, port, scenario, work, index, compat="none", history=False
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def series_per_compat(agent, work):
-    """Samples one h100x8 agent exposes with each compat set."""
+def series_per_compat(agent, work, detail="none"):
+    """Samples one h100x8 agent exposes with each compat set (at `detail`)."""
     out = {}
     for i, compat in enumerate(COMPAT_SETS):
         port = free_port()
-        proc = start_agent(agent, port, "h100x8", work, f"compat-{i}", compat)
+        proc = start_agent(agent, port, "h100x8", work, f"compat-{i}", compat, detail=detail)
         try:
             url = f"http://127.0.0.1:{port}/metrics"
             wait_ready(url, f"agent ({compat})")
@@ -305,6 +307,8 @@ def main():
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--seconds", type=int, default=420)
     parser.add_argument("--agent", default=os.path.join(ROOT, "target/release/gpuwatch"))
+    parser.add_argument("--metrics-detail", default="none",
+                        help="detail sets of every agent (gpuwatch run --metrics-detail): none (the default /metrics) or full, ...")
     args = parser.parse_args()
     if not os.access(args.agent, os.X_OK):
         sys.exit(f"bench_fleet: no agent at {args.agent}; run `cargo build --release` first")
@@ -315,7 +319,7 @@ def main():
     work = tempfile.mkdtemp(prefix="gpuwatch-fleet-")
     procs = []
     try:
-        per_compat = series_per_compat(args.agent, work)
+        per_compat = series_per_compat(args.agent, work, args.metrics_detail)
 
         sink_port = free_port()
         sink = http.server.ThreadingHTTPServer(("127.0.0.1", sink_port), Sink)
@@ -340,7 +344,8 @@ def main():
         agents = []
         for i, port in enumerate(ports):
             scenario = SCENARIOS[i % len(SCENARIOS)]
-            agent = start_agent(args.agent, port, scenario, work, i, history=(i % 10 == 0))
+            agent = start_agent(args.agent, port, scenario, work, i, history=(i % 10 == 0),
+                                detail=args.metrics_detail)
             agents.append((agent, port, scenario))
             procs.append(agent)
         for _, port, _ in agents:
@@ -411,7 +416,7 @@ def main():
         print(f"# gpuwatch fleet benchmark: {args.agents} agents, {args.seconds} s, one Prometheus, one Alertmanager")
         print(f"load average at start {load_start[0]:.2f}, at end {load_end[0]:.2f} (cores: {os.cpu_count()})")
         print()
-        print("series (samples) per 8-GPU node (h100x8), from /metrics:")
+        print(f"series (samples) per 8-GPU node (h100x8), from /metrics, --metrics-detail {args.metrics_detail}:")
         for compat in COMPAT_SETS:
             print(f"  --metrics-compat {compat:<16} {per_compat[compat]:>6}")
         print(

@@ -54,6 +54,9 @@ enum Command {
         /// Also export another exporter's metric names, for its dashboards and alerts: dcgm, nvidia_smi (repeat or comma-separate; "none" for neither). Overrides server.metrics_compat.
         #[arg(long, value_name = "SET")]
         metrics_compat: Vec<String>,
+        /// Also export detail sets beyond the default families: nvlink_links, media_engines, gpm_pipes, processes, collector_groups, rule_values, or full (repeat or comma-separate; "none" for none). Overrides exporter.detail.
+        #[arg(long, value_name = "SET")]
+        metrics_detail: Vec<String>,
         /// Web configuration (exporter-toolkit format): TLS and basic auth for every path (overrides server.web_config).
         #[arg(long, value_name = "FILE")]
         web_config: Option<PathBuf>,
@@ -383,6 +386,7 @@ fn main() -> ExitCode {
             source,
             listen,
             metrics_compat,
+            metrics_detail,
             web_config,
             history_db,
             reset_history,
@@ -391,6 +395,7 @@ fn main() -> ExitCode {
             source: source.into(),
             listen,
             metrics_compat,
+            metrics_detail,
             web_config,
             history_db,
             reset_history,

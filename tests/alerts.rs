@@ -116,6 +116,8 @@ fn a_disabled_rule_stays_quiet_while_its_fault_happens() {
             config.to_str().expect("utf-8"),
             "--history-db",
             db.to_str().expect("utf-8"),
+            "--metrics-detail",
+            "rule_values",
         ],
         &env,
     );

@@ -102,6 +102,8 @@ fn load_changes_alone_raise_no_anomaly() {
             &config(&dir),
             "--history-db",
             db.to_str().expect("utf-8"),
+            "--metrics-detail",
+            "rule_values",
         ],
         &[("GPUWATCH_SIM_SPEED", "10")],
     );

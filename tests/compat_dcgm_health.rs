@@ -35,7 +35,12 @@ fn dcgm_csv() -> BTreeMap<String, (String, String)> {
 fn dcgm_health_fields_are_dcgm_exporters_and_nvlink_totals_sum_the_links() {
     let agent = Agent::start(
         "health",
-        &["--metrics-compat", "dcgm"],
+        &[
+            "--metrics-compat",
+            "dcgm",
+            "--metrics-detail",
+            "nvlink_links",
+        ],
         &[("GPUWATCH_SIM_START", "125")],
     );
     let m = agent.wait_for("GPU 1's NVLink CRC errors", Duration::from_secs(60), |m| {

@@ -14,6 +14,10 @@ use common::{fixture, Agent, Metrics};
 
 /// Families whose values change from run to run (time, CPU, counts of ticks).
 const VOLATILE: &[&str] = &[
+    // Integrated over the agent's own (wall-clock) ticks.
+    "gpuwatch_workload_gpu_seconds_total",
+    "gpuwatch_workload_sm_active_seconds_total",
+    "gpuwatch_workload_energy_joules_total",
     "gpuwatch_last_sample_timestamp_seconds",
     "gpuwatch_snapshot_age_seconds",
     "gpuwatch_sample_duration_seconds",
@@ -29,7 +33,9 @@ const VOLATILE: &[&str] = &[
     "process_start_time_seconds",
 ];
 
-fn scrape_golden() -> Metrics {
+/// The golden scenario's /metrics with the detail sets `detail` (a TOML
+/// list's items, e.g. `"full"`; empty for the default).
+fn scrape_golden(detail: &str) -> Metrics {
     let scenario = fixture("scenarios/golden-full.toml");
     // History commits every second, so its metrics have values too.
     let dir = tempfile::tempdir().expect("temp dir");
@@ -60,7 +66,7 @@ fn scrape_golden() -> Metrics {
     std::fs::write(
         &config,
         format!(
-            "[history]\nbatch_interval = \"1s\"\n[sampler]\nproc_root = {:?}\nprocess_top_n = 1\nprocess_command_line = true\n\
+            "[exporter]\ndetail = [{detail}]\n[history]\nbatch_interval = \"1s\"\n[sampler]\nproc_root = {:?}\nprocess_top_n = 1\nprocess_command_line = true\n\
              [kubernetes]\npod_resources_socket = {:?}\n\
              [health]\nkernel_log = {:?}\npci_devices = {:?}\n\
              [capacity]\nmemory_margin = \"1GiB\"\n\
@@ -139,7 +145,8 @@ fn masked(text: &str) -> String {
 
 #[test]
 fn golden_metrics_match_promtool_and_the_readme() {
-    let metrics = scrape_golden();
+    // Every detail set, so that every family is covered.
+    let metrics = scrape_golden("\"full\"");
 
     // 1. promtool, the real linter.
     let (ok, said) = common::promtool_check_metrics(&metrics.text);
@@ -329,6 +336,73 @@ fn golden_metrics_match_promtool_and_the_readme() {
 
     // 4. The README's table documents exactly what is exported.
     check_readme_table(&metrics);
+}
+
+/// The same scenario at the default /metrics: `tests/golden/metrics-default.prom`,
+/// promtool-clean, and exactly the full golden file without the detail
+/// sets' families.
+#[test]
+fn golden_default_metrics_leave_out_the_detail_sets_only() {
+    let metrics = scrape_golden("");
+    let (ok, said) = common::promtool_check_metrics(&metrics.text);
+    assert!(ok && said.trim().is_empty(), "promtool: {said}");
+    let golden_path = fixture("golden/metrics-default.prom");
+    let actual = masked(&metrics.text);
+    if std::env::var_os("GPUWATCH_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden_path, &actual).expect("write the golden file");
+    }
+    let expected = std::fs::read_to_string(&golden_path)
+        .expect("tests/golden/metrics-default.prom exists (GPUWATCH_UPDATE_GOLDEN=1 creates it)");
+    assert!(
+        expected == actual,
+        "/metrics differs from {}; run with GPUWATCH_UPDATE_GOLDEN=1 if the change is intended",
+        golden_path.display()
+    );
+    // The full golden file, less the detail families, is the default one.
+    let detail = [
+        "gpuwatch_nvlink_up",
+        "gpuwatch_nvlink_errors_total",
+        "gpuwatch_nvlink_data_bytes_total",
+        "gpuwatch_gpm_nvlink_link_bytes_per_second",
+        "gpuwatch_gpm_media_engine_active_ratio",
+        "gpuwatch_gpm_mig_media_engine_active_ratio",
+        "gpuwatch_gpm_pipe_active_ratio",
+        "gpuwatch_gpm_mig_pipe_active_ratio",
+        "gpuwatch_process_info",
+        "gpuwatch_process_memory_used_bytes",
+        "gpuwatch_process_sm_utilization_ratio",
+        "gpuwatch_process_memory_utilization_ratio",
+        "gpuwatch_collector_success",
+        "gpuwatch_rule_values_total",
+    ];
+    let family_of = |line: &str| -> String {
+        let name = line
+            .strip_prefix("# HELP ")
+            .or_else(|| line.strip_prefix("# TYPE "))
+            .or_else(|| line.strip_prefix("# UNIT "))
+            .unwrap_or(line);
+        name.split(['{', ' ']).next().unwrap_or("").to_string()
+    };
+    let is_detail = |line: &str| {
+        let name = family_of(line);
+        // Plain processes' workload series come with the processes set.
+        let process_workload =
+            name.starts_with("gpuwatch_workload_") && line.contains("kind=\"process\"");
+        process_workload
+            || detail
+                .iter()
+                .any(|d| name == *d || d.strip_suffix("_total") == Some(name.as_str()))
+    };
+    let full = std::fs::read_to_string(fixture("golden/metrics.prom")).expect("golden file");
+    let without: Vec<&str> = full.lines().filter(|l| !is_detail(l)).collect();
+    let default: Vec<&str> = actual.lines().collect();
+    assert_eq!(
+        without, default,
+        "the full golden file less the detail sets"
+    );
+    for family in detail {
+        assert!(metrics.find(family, &[]).is_empty(), "{family} is detail");
+    }
 }
 
 /// What the agent served on a real H200 (driver 580.159.04, 2026-11-29, by

@@ -14,8 +14,13 @@ use gpuwatch::sampler::reader::{NodeReader, Tiers};
 const LONG: Duration = Duration::from_secs(20);
 const MIB: f64 = 1048576.0;
 
+/// An agent on `scenario` with time frozen, exporting every detail set
+/// (the per-pipe, per-engine, per-link and per-group GPM families these
+/// tests read).
 fn frozen(scenario: &str, args: &[&str]) -> Agent {
-    Agent::start(scenario, args, &[("GPUWATCH_SIM_TIME", "10")])
+    let mut args = args.to_vec();
+    args.extend(["--metrics-detail", "full"]);
+    Agent::start(scenario, &args, &[("GPUWATCH_SIM_TIME", "10")])
 }
 
 fn strip_ansi(text: &str) -> String {

@@ -352,7 +352,9 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
         problems.join("\n")
     );
 
-    // Two nodes: a busy H100 node, and the golden scenario with every family.
+    // Two nodes: a busy H100 node at the default /metrics (what a fleet
+    // scrapes), and the golden scenario with every family (detail=full),
+    // which fills the panels of the detail sets.
     let h100 = Agent::start("h100x8", &[], &[]);
     let golden_scenario = fixture("scenarios/golden-full.toml");
     // Workload profiles, so that the capacity families are exported too.
@@ -387,7 +389,12 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
     .expect("config");
     let golden = Agent::start(
         golden_scenario.to_str().expect("utf-8 path"),
-        &["--config", config.to_str().expect("utf-8 path")],
+        &[
+            "--config",
+            config.to_str().expect("utf-8 path"),
+            "--metrics-detail",
+            "full",
+        ],
         &[("GPUWATCH_SIM_TIME", "10")],
     );
     let h100_metrics = h100.wait_for(
@@ -395,9 +402,10 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
         Duration::from_secs(30),
         |m| {
             m.has("gpuwatch_temperature_threshold_celsius")
-                && m.has("gpuwatch_process_memory_used_bytes")
+                && m.has("gpuwatch_gpu_processes")
                 && m.has("gpuwatch_pcie_link_width")
-                && m.has("gpuwatch_gpm_nvlink_link_bytes_per_second")
+                && m.has("gpuwatch_nvlink_links_down")
+                && m.has("gpuwatch_gpm_nvlink_bytes_per_second")
         },
     );
     let golden_metrics =

@@ -22,7 +22,11 @@ fn firing(m: &common::Metrics, alert: &str, gpu: &str) -> bool {
 fn nvlink_down_and_a_recovery_action_fire_their_rules() {
     // 2 min 5 s in: GPU 1's link 3 is down (2-4 min) and has counted CRC
     // errors since 1 min.
-    let agent = Agent::start("health", &[], &[("GPUWATCH_SIM_START", "125")]);
+    let agent = Agent::start(
+        "health",
+        &["--metrics-detail", "nvlink_links"],
+        &[("GPUWATCH_SIM_START", "125")],
+    );
     // Both in one scrape: the alert is in the live part of /metrics, the
     // link in the snapshot's; on a loaded machine a slow tick can miss its
     // NVLink reading (absent, not 0) while the alert, fired a tick earlier,
@@ -50,6 +54,20 @@ fn nvlink_down_and_a_recovery_action_fire_their_rules() {
         metrics.text
     );
     assert!(!firing(&metrics, "GpuNvlinkDown", "0"));
+    // The per-GPU totals agree with the links.
+    assert_eq!(
+        metrics.value("gpuwatch_nvlink_links_down", &[("gpu", "1")]),
+        Some(1.0)
+    );
+    let per_link: f64 = metrics
+        .find("gpuwatch_nvlink_errors_total", &[("gpu", "1")])
+        .iter()
+        .map(|s| s.value)
+        .sum();
+    assert_eq!(
+        metrics.value("gpuwatch_nvlink_gpu_errors_total", &[("gpu", "1")]),
+        Some(per_link)
+    );
     assert_eq!(
         metrics.value(
             "gpuwatch_recovery_action",
@@ -220,5 +238,45 @@ fn a_recovery_action_beyond_nvmls_makes_the_gpu_unhealthy_with_its_raw_value() {
         );
     }
     assert_eq!(health["gpus"][2]["state"], "healthy", "{health}");
+    assert!(agent.terminate().success());
+}
+
+/// At the default /metrics (no per-link series), a link that is down or
+/// counting errors is still found: per GPU on /metrics, by link in
+/// /api/v1/gpus.
+#[test]
+fn the_default_metrics_count_links_down_and_errors_per_gpu_and_the_api_names_the_link() {
+    let agent = Agent::start("health", &[], &[("GPUWATCH_SIM_START", "125")]);
+    let metrics = agent.wait_for("GPU 1 with a link down", LONG, |m| {
+        m.value("gpuwatch_nvlink_links_down", &[("gpu", "1")]) == Some(1.0)
+            && firing(m, "GpuNvlinkDown", "1")
+    });
+    assert_eq!(
+        metrics.value("gpuwatch_nvlink_links_down", &[("gpu", "0")]),
+        Some(0.0)
+    );
+    assert!(
+        metrics
+            .value("gpuwatch_nvlink_gpu_errors_total", &[("gpu", "1")])
+            .is_some_and(|v| v > 0.0),
+        "{}",
+        metrics.text
+    );
+    for family in ["gpuwatch_nvlink_up", "gpuwatch_nvlink_errors_total"] {
+        assert!(metrics.find(family, &[]).is_empty(), "{family} is detail");
+    }
+    let (status, body) = agent.get("/api/v1/gpus");
+    assert_eq!(status, 200, "{body}");
+    let doc: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let nvlink = &doc["gpus"][1]["nvlink"];
+    assert_eq!(nvlink["links"], 18, "{nvlink}");
+    assert_eq!(nvlink["down"], serde_json::json!([3]), "{nvlink}");
+    assert!(
+        nvlink["errors"].as_array().is_some_and(|e| e
+            .iter()
+            .any(|l| l["link"] == 3 && l["errors"]["crc_flit"].as_u64() > Some(0))),
+        "{nvlink}"
+    );
+    assert_eq!(doc["gpus"][0]["nvlink"]["down"], serde_json::json!([]));
     assert!(agent.terminate().success());
 }

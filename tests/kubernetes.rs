@@ -81,7 +81,8 @@ fn write_config(dir: &Path, socket: &Path) -> String {
         &path,
         format!(
             "[history]\nbatch_interval = \"1s\"\n[sampler]\ninterval = \"200ms\"\nslow_interval = \"500ms\"\nprocess_interval = \"200ms\"\nproc_root = {:?}\n\
-             [kubernetes]\npod_resources_socket = {:?}\nrefresh_interval = \"200ms\"\n",
+             [kubernetes]\npod_resources_socket = {:?}\nrefresh_interval = \"200ms\"\n\
+             [exporter]\ndetail = [\"processes\"]\n",
             proc_root.to_str().expect("utf-8 path"),
             socket.to_str().expect("utf-8 path"),
         ),

@@ -28,7 +28,13 @@ fn link_data_counters_are_exported_where_gpm_is_not() {
     let scenario = fixture(SCENARIO);
     let agent = Agent::start(
         scenario.to_str().expect("utf-8 path"),
-        &["--no-history", "--metrics-compat", "dcgm"],
+        &[
+            "--no-history",
+            "--metrics-compat",
+            "dcgm",
+            "--metrics-detail",
+            "nvlink_links",
+        ],
         &[("GPUWATCH_SIM_TIME", "10")],
     );
     let m = agent.wait_for("a slow tick", Duration::from_secs(20), |m| {
@@ -46,6 +52,14 @@ fn link_data_counters_are_exported_where_gpm_is_not() {
         assert_eq!(value("tx"), Some(bytes_in_10s(100)), "link {link} tx");
         assert_eq!(value("rx"), Some(bytes_in_10s(300)), "link {link} rx");
     }
+    // The default's per-GPU sum: 4 links at 100 MiB/s tx, 300 rx.
+    assert_eq!(
+        m.value(
+            "gpuwatch_nvlink_gpu_data_bytes_total",
+            &[("gpu", "0"), ("direction", "tx")]
+        ),
+        Some(4.0 * bytes_in_10s(100))
+    );
     // GPU 1 (H100): GPM's NVLink figures win; the counters are not read.
     assert!(m.find(FAMILY, &[("gpu", "1")]).is_empty());
     assert_eq!(
@@ -68,6 +82,9 @@ fn link_data_counters_are_exported_where_gpm_is_not() {
         FAMILY,
         "gpuwatch_nvlink_up",
         "gpuwatch_nvlink_errors_total",
+        "gpuwatch_nvlink_links_down",
+        "gpuwatch_nvlink_gpu_errors_total",
+        "gpuwatch_nvlink_gpu_data_bytes_total",
         "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
         "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
         "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",

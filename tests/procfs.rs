@@ -165,7 +165,7 @@ fn command_lines_are_off_by_default_and_masked_when_on() {
         std::fs::write(
             &config,
             format!(
-                "[sampler]\nproc_root = {:?}\n{switch}",
+                "[exporter]\ndetail = [\"processes\"]\n[sampler]\nproc_root = {:?}\n{switch}",
                 proc.to_str().expect("utf-8 path")
             ),
         )

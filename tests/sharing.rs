@@ -13,7 +13,7 @@ use gpuwatch::history::Store;
 const LONG: Duration = Duration::from_secs(30);
 const MIB: f64 = 1048576.0;
 
-const CONFIG: &str = "[sampler]\ninterval = \"200ms\"\nslow_interval = \"500ms\"\nprocess_interval = \"200ms\"\nprocess_top_n = 2\n\
+const CONFIG: &str = "[exporter]\ndetail = [\"processes\"]\n[sampler]\ninterval = \"200ms\"\nslow_interval = \"500ms\"\nprocess_interval = \"200ms\"\nprocess_top_n = 2\n\
 [history]\nbatch_interval = \"1s\"\n\
 [capacity]\nmemory_margin = \"1GiB\"\nalert_for = \"0s\"\n\
 [[profiles]]\nname = \"infer\"\nmemory = \"6GiB\"\n\

@@ -23,6 +23,9 @@ pub struct AlertsCollector {
     pub alerts: AlertsReceiver,
     /// Snapshots alerting's queue dropped ([`super::AlertQueue::dropped`]).
     pub dropped_snapshots: Arc<AtomicU64>,
+    /// Whether to export `gpuwatch_rule_values_total` (detail set
+    /// `rule_values`).
+    pub rule_values: bool,
 }
 
 impl Collector for AlertsCollector {
@@ -58,7 +61,7 @@ impl Collector for AlertsCollector {
             "Checks of each rule's condition (per GPU, or per node) that gave it a value to judge: a reading, an anomaly score, an Xid or counter increase seen. A rule that stays at 0 never had the readings it needs (or its detector has not warmed up).",
             None,
         );
-        for (rule, n) in &state.values {
+        for (rule, n) in state.values.iter().filter(|_| self.rule_values) {
             values.push(vec![("rule", Cow::Borrowed(rule.as_str()))], *n as f64);
         }
         values.encode(&mut encoder)?;
@@ -104,6 +107,7 @@ mod tests {
         let collector = || AlertsCollector {
             alerts: alerts.clone(),
             dropped_snapshots: alerting.dropped.clone(),
+            rule_values: true,
         };
         let text = scrape(collector());
         assert!(

@@ -246,6 +246,10 @@ async fn start_alerting(
     exporter.add(Box::new(crate::alerting::AlertsCollector {
         alerts: receiver.clone(),
         dropped_snapshots: run.queue.dropped.clone(),
+        rule_values: config
+            .exporter
+            .detail
+            .has(crate::exporter::detail::DetailSet::RuleValues),
     }));
     // The health verdict on /metrics follows GpuXidRecurring's escalations.
     let alerts = receiver.clone();
@@ -309,7 +313,8 @@ async fn serve(
         derived.stale_after,
         derived.processes.clone(),
     )
-    .with_compat(config.server.metrics_compat.clone());
+    .with_compat(config.server.metrics_compat.clone())
+    .with_detail(config.exporter.detail);
     if let Some(reloader) = &security.tls {
         // Certificate expiry and reloads (the files are watched by the server).
         exporter.add(reloader.collector());

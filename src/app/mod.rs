@@ -54,6 +54,9 @@ pub struct RunOptions {
     /// `--metrics-compat` values as given (each may be a comma-separated
     /// list); when any is given they replace `server.metrics_compat`.
     pub metrics_compat: Vec<String>,
+    /// `--metrics-detail` values as given (each may be a comma-separated
+    /// list); when any is given they replace `exporter.detail`.
+    pub metrics_detail: Vec<String>,
     /// `--web-config`: TLS and basic auth (overrides `server.web_config`).
     pub web_config: Option<PathBuf>,
     /// `--history-db`: overrides history.path.
@@ -185,6 +188,12 @@ pub fn prepare(options: &RunOptions) -> anyhow::Result<Prepared> {
         config.server.metrics_compat =
             MetricsCompat::parse_list(options.metrics_compat.iter().map(String::as_str))
                 .map_err(|m| anyhow::anyhow!("--metrics-compat: {m}"))?;
+    }
+    if !options.metrics_detail.is_empty() {
+        config.exporter.detail = crate::exporter::detail::Detail::parse_list(
+            options.metrics_detail.iter().map(String::as_str),
+        )
+        .map_err(|m| anyhow::anyhow!("--metrics-detail: {m}"))?;
     }
     let source = resolve_source(&options.source, &config)?;
     let history = (config.history.enabled && !options.no_history).then(|| HistoryPlan {

@@ -8,6 +8,7 @@
 
 mod capacity;
 mod email;
+mod exporter;
 mod health;
 mod history;
 mod kubernetes;
@@ -26,6 +27,7 @@ use std::path::Path;
 
 pub use crate::limits;
 pub use crate::problem::Problem;
+pub use exporter::ExporterConfig;
 pub use health::HealthConfig;
 pub use history::HistoryConfig;
 pub use log::{check_filter, FilterError, LogConfig, LogFormat};
@@ -67,6 +69,8 @@ pub struct Config {
     pub remediation: RemediationConfig,
     /// `[workloads]`: where Slurm jobs are learned besides the processes.
     pub workloads: WorkloadsConfig,
+    /// `[exporter]`: the detail sets /metrics exports.
+    pub exporter: ExporterConfig,
 }
 
 impl Default for Config {
@@ -164,6 +168,7 @@ impl Config {
         let health = v.health(raw.health.unwrap_or_default());
         let remediation = v.remediation(raw.remediation.unwrap_or_default());
         let workloads = v.workloads(raw.workloads.unwrap_or_default());
+        let exporter = v.exporter(raw.exporter.unwrap_or_default());
         crate::rules::builtin::set_xid_escalation(&mut rules, health.xid_escalate_after);
         // One node-level rule per profile: it fits on no GPU of the node.
         match crate::rules::capacity::rules(&capacity, capacity.alert_for) {
@@ -192,6 +197,7 @@ impl Config {
             health,
             remediation,
             workloads,
+            exporter,
         })
     }
 }

@@ -34,6 +34,8 @@ pub struct RawConfig {
     pub remediation: Option<super::remediation::RawRemediation>,
     /// `[workloads]`.
     pub workloads: Option<RawWorkloads>,
+    /// `[exporter]`.
+    pub exporter: Option<RawExporter>,
 }
 
 /// `[workloads]`.
@@ -42,6 +44,14 @@ pub struct RawConfig {
 pub struct RawWorkloads {
     /// dcgm-exporter's HPC job mapping directory; "" for none.
     pub hpc_job_mapping_dir: Option<Spanned<PathBuf>>,
+}
+
+/// `[exporter]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExporter {
+    /// Detail sets exported besides the default families; "full" for all.
+    pub detail: Option<Vec<Spanned<String>>>,
 }
 
 /// `[health]`.

@@ -412,3 +412,33 @@ fn idle_timeout_has_a_default_and_a_range() {
         assert!(text.contains(why), "{text}");
     }
 }
+
+#[test]
+fn detail_sets_are_read_and_unknown_ones_reported_with_line_and_field() {
+    use crate::exporter::detail::{Detail, DetailSet};
+    assert_eq!(Config::default().exporter.detail, Detail::NONE);
+    let some = Config::parse(
+        "[exporter]\ndetail = [\"nvlink_links\", \"processes\"]\n",
+        "some.toml",
+    )
+    .expect("valid");
+    assert!(some.exporter.detail.has(DetailSet::NvlinkLinks));
+    assert!(some.exporter.detail.has(DetailSet::Processes));
+    assert!(!some.exporter.detail.has(DetailSet::MediaEngines));
+    let full = Config::parse("[exporter]\ndetail = [\"full\"]\n", "full.toml").expect("valid");
+    assert_eq!(full.exporter.detail, Detail::full());
+    let Err(ConfigError::Invalid(problems)) = Config::parse(
+        "[exporter]\ndetail = [\n  \"processes\",\n  \"nvlinks\",\n]\n",
+        "bad.toml",
+    ) else {
+        panic!("an unknown set is refused");
+    };
+    assert_eq!(problems.len(), 1);
+    let text = problems[0].to_string();
+    assert!(text.starts_with("bad.toml:4:"), "{text}");
+    assert_eq!(problems[0].field, "exporter.detail");
+    assert!(
+        text.contains("\"nvlinks\"") && text.contains("\"nvlink_links\""),
+        "{text}"
+    );
+}

@@ -13,6 +13,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use crate::gpu::gpm::GpmMetrics;
 use crate::gpu::{GpuSnapshot, Snapshot};
 
+use super::detail::{Detail, DetailSet};
 use super::families::{unit, Family, Labels};
 use super::gpu_metrics::{flag, ids, number, with};
 
@@ -78,12 +79,17 @@ impl<'a> Activity<'a> {
         }
     }
 
-    fn add(&mut self, labels: impl Fn() -> Labels<'a>, m: &GpmMetrics) {
+    fn add(&mut self, labels: impl Fn() -> Labels<'a>, m: &GpmMetrics, detail: Detail) {
         for (family, (_, value)) in self.ratios.iter_mut().zip(RATIOS) {
             family.push_some(labels(), value(m));
         }
-        for (pipe, value) in PIPES {
-            self.pipe.push_some(with(labels(), "pipe", pipe), value(m));
+        if detail.has(DetailSet::GpmPipes) {
+            for (pipe, value) in PIPES {
+                self.pipe.push_some(with(labels(), "pipe", pipe), value(m));
+            }
+        }
+        if !detail.has(DetailSet::MediaEngines) {
+            return;
         }
         for e in &m.media_engines {
             let l = with(
@@ -104,8 +110,9 @@ impl<'a> Activity<'a> {
     }
 }
 
-/// Encodes the GPM families of `snapshot`.
-pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
+/// Encodes the GPM families of `snapshot`; the per-pipe, per-engine and
+/// per-link ones only with their detail sets.
+pub fn encode(snapshot: &Snapshot, detail: Detail, encoder: &mut DescriptorEncoder) -> fmt::Result {
     let mut supported = Family::gauge(
         "gpm_supported",
         "Whether the GPU has GPM (1; Hopper and newer) or not (0): where it has, the gpuwatch_gpm_* families hold its SM-level figures.",
@@ -134,9 +141,9 @@ pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Resu
         if !gpu.is_up() {
             continue;
         }
-        add_instances(&mut mig_activity, gpu);
+        add_instances(&mut mig_activity, gpu, detail);
         let Some(m) = &gpu.gpm.gpu else { continue };
-        gpu_activity.add(id, m);
+        gpu_activity.add(id, m, detail);
         for (direction, value) in [
             ("tx", m.pcie_tx_bytes_per_second),
             ("rx", m.pcie_rx_bytes_per_second),
@@ -149,7 +156,12 @@ pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Resu
         ] {
             nvlink.push_some(with(id(), "direction", direction), value);
         }
-        for l in &m.nvlink_links {
+        let links = if detail.has(DetailSet::NvlinkLinks) {
+            &m.nvlink_links[..]
+        } else {
+            &[]
+        };
+        for l in links {
             for (direction, value) in [("tx", l.tx_bytes_per_second), ("rx", l.rx_bytes_per_second)]
             {
                 let labels = with(with(id(), "link", number(l.link)), "direction", direction);
@@ -165,9 +177,9 @@ pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Resu
     mig_activity.encode(encoder)
 }
 
-fn add_instances<'a>(families: &mut Activity<'a>, gpu: &'a GpuSnapshot) {
+fn add_instances<'a>(families: &mut Activity<'a>, gpu: &'a GpuSnapshot, detail: Detail) {
     for instance in &gpu.gpm.instances {
         let labels = || with(ids(gpu), "gpu_instance", number(instance.gpu_instance_id));
-        families.add(labels, &instance.metrics);
+        families.add(labels, &instance.metrics, detail);
     }
 }

@@ -11,6 +11,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus, Snapshot};
 
+use super::detail::{Detail, DetailSet};
 use super::families::{counter, families, gauge, unit};
 pub use super::families::{flag, ids, number, with};
 
@@ -20,17 +21,18 @@ pub fn encode(
     snapshot: &Snapshot,
     options: &super::process_metrics::ProcessExport,
     escalated: &crate::health::escalation::Escalated,
+    detail: Detail,
     encoder: &mut DescriptorEncoder,
 ) -> fmt::Result {
     let mut f = Families::new();
     for gpu in &snapshot.gpus {
-        f.add(snapshot, gpu, escalated);
+        f.add(snapshot, gpu, escalated, detail);
     }
     f.encode(encoder)?;
-    super::gpm_metrics::encode(snapshot, encoder)?;
+    super::gpm_metrics::encode(snapshot, detail, encoder)?;
     super::fabric_metrics::encode(snapshot, encoder)?;
-    super::workload_metrics::encode(snapshot, false, encoder)?;
-    super::process_metrics::encode(snapshot, options, encoder)
+    super::workload_metrics::encode(snapshot, detail.has(DetailSet::Processes), encoder)?;
+    super::process_metrics::encode(snapshot, options, detail, encoder)
 }
 
 families! {
@@ -71,6 +73,9 @@ families! {
     xid: counter("xid_errors", "Xid critical errors reported by the driver since the agent started, by Xid code; xid=\"other\" counts the codes outside NVIDIA's catalog past the first 32 of a GPU.", None),
     xid_last: gauge("xid_last_seen_timestamp", "When an Xid code was last reported.", unit("seconds")),
     xid_info: gauge("xid_info", "What NVIDIA's Xid catalog says of each Xid code counted on the GPU (value 1): its mnemonic and the action to take first; join on gpu, uuid and xid.", None),
+    nvlink_down: gauge("nvlink_links_down", "NVLink links of the GPU that are down (which ones: /api/v1/gpus, the web view, or gpuwatch_nvlink_up with detail set nvlink_links); absent without NVLink.", None),
+    nvlink_gpu_errors: counter("nvlink_gpu_errors", "NVLink errors since the driver loaded, summed over the GPU's links and error types (by link and type: gpuwatch_nvlink_errors_total with detail set nvlink_links); absent without NVLink.", None),
+    nvlink_gpu_data: counter("nvlink_gpu_data", "Data sent (direction tx) or received (rx) over all the GPU's NVLink links since the driver loaded (NVML fields 138/139); only on GPUs without GPM NVLink figures.", unit("bytes")),
     nvlink_up: gauge("nvlink_up", "Whether an NVLink link is active (1) or down (0), by link; absent without NVLink.", None),
     nvlink_errors: counter("nvlink_errors", "NVLink errors since the driver loaded, by link and type (replay, recovery, crc_flit, crc_data).", None),
     nvlink_data: counter("nvlink_data", "Data sent (direction tx) or received (rx) on an NVLink link since the driver loaded (NVML fields 138/139); only on GPUs without GPM NVLink figures.", unit("bytes")),
@@ -89,6 +94,7 @@ impl<'a> Families<'a> {
         snapshot: &'a Snapshot,
         gpu: &'a GpuSnapshot,
         escalated: &crate::health::escalation::Escalated,
+        detail: Detail,
     ) {
         let id = || ids(gpu);
         let identity = &gpu.identity;
@@ -104,9 +110,11 @@ impl<'a> Families<'a> {
         if let GpuStatus::Lost { reason } = &gpu.status {
             self.lost.push(with(id(), "reason", reason.as_str()), 1.0);
         }
-        for (group, ok) in &gpu.groups {
-            self.groups
-                .push(with(id(), "group", group.as_str()), flag(*ok));
+        if detail.has(DetailSet::CollectorGroups) {
+            for (group, ok) in &gpu.groups {
+                self.groups
+                    .push(with(id(), "group", group.as_str()), flag(*ok));
+            }
         }
         self.add_readings(gpu);
         self.add_health(gpu);
@@ -128,6 +136,9 @@ impl<'a> Families<'a> {
                 .push(labels, unix_seconds_f64(other.last_seen));
         }
         self.add_links(gpu);
+        if detail.has(DetailSet::NvlinkLinks) {
+            self.add_link_detail(gpu);
+        }
         let state = crate::health::verdict::with_escalations(
             crate::health::verdict::verdict(gpu, std::time::SystemTime::now()),
             crate::health::escalation::for_gpu(escalated, gpu),
@@ -141,10 +152,43 @@ impl<'a> Families<'a> {
         }
     }
 
+    /// The per-GPU NVLink figures: links down, errors and (without GPM)
+    /// data summed over the links, the recovery action.
     fn add_links(&mut self, gpu: &'a GpuSnapshot) {
         let id = || ids(gpu);
         let links = &gpu.health.links;
-        for link in &links.nvlink {
+        if !links.nvlink.is_empty() {
+            self.nvlink_down.push(id(), links.links_down() as f64);
+            let errors: u64 = links
+                .nvlink
+                .iter()
+                .flat_map(|l| l.errors.values())
+                .fold(0, |sum, n| sum.saturating_add(*n));
+            self.nvlink_gpu_errors.push(id(), errors as f64);
+        }
+        let traffic = &gpu.health.nvlink_traffic;
+        for (direction, bytes) in [
+            ("tx", sum_bytes(traffic.iter().map(|t| t.tx_bytes))),
+            ("rx", sum_bytes(traffic.iter().map(|t| t.rx_bytes))),
+        ] {
+            self.nvlink_gpu_data
+                .push_some(with(id(), "direction", direction), bytes);
+        }
+        if let Some(action) = links.recovery_action {
+            let mut labels = with(id(), "action", action);
+            if action == crate::gpu::links::UNKNOWN_RECOVERY_ACTION {
+                // What "unknown" stands for: field 230's raw value.
+                let raw = links.recovery_action_value.unwrap_or_default();
+                labels = with(labels, "value", raw.to_string());
+            }
+            self.recovery_action.push(labels, 1.0);
+        }
+    }
+
+    /// The per-link NVLink families (detail set `nvlink_links`).
+    fn add_link_detail(&mut self, gpu: &'a GpuSnapshot) {
+        let id = || ids(gpu);
+        for link in &gpu.health.links.nvlink {
             let labels = with(id(), "link", number(link.link));
             self.nvlink_up.push(labels.clone(), flag(link.up));
             for (kind, count) in &link.errors {
@@ -160,15 +204,6 @@ impl<'a> Families<'a> {
                         .push(with(labels.clone(), "direction", direction), bytes as f64);
                 }
             }
-        }
-        if let Some(action) = links.recovery_action {
-            let mut labels = with(id(), "action", action);
-            if action == crate::gpu::links::UNKNOWN_RECOVERY_ACTION {
-                // What "unknown" stands for: field 230's raw value.
-                let raw = links.recovery_action_value.unwrap_or_default();
-                labels = with(labels, "value", raw.to_string());
-            }
-            self.recovery_action.push(labels, 1.0);
         }
     }
 
@@ -296,4 +331,14 @@ impl<'a> Families<'a> {
         }
         self.mig.push_some(id(), bit(h.mig_enabled));
     }
+}
+
+/// The sum of the links' byte counters that answered; `None` when none did.
+fn sum_bytes(values: impl Iterator<Item = Option<u64>>) -> Option<f64> {
+    values
+        .flatten()
+        .fold(None, |sum: Option<u64>, v| {
+            Some(sum.unwrap_or(0).saturating_add(v))
+        })
+        .map(|v| v as f64)
 }

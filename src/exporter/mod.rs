@@ -12,6 +12,7 @@
 
 mod cache;
 pub mod compat;
+pub mod detail;
 pub mod fabric_metrics;
 pub mod families;
 pub mod gpm_metrics;
@@ -84,6 +85,8 @@ struct GpuCollector {
     /// Xid escalations for the health verdict, read when the snapshot is
     /// first encoded.
     escalated: crate::health::escalation::Escalated,
+    /// The detail sets exported besides the default families.
+    detail: detail::Detail,
 }
 
 impl Collector for GpuCollector {
@@ -92,6 +95,7 @@ impl Collector for GpuCollector {
             &self.snapshot,
             &self.processes,
             &self.escalated,
+            self.detail,
             &mut encoder,
         )
     }
@@ -133,6 +137,8 @@ pub struct Exporter {
     escalations: crate::health::escalation::EscalationSource,
     /// The size of the last encoding of each part fixed for a snapshot.
     fixed_sizes: [SizeHint; 2],
+    /// The detail sets exported besides the default families.
+    detail: detail::Detail,
 }
 
 impl Exporter {
@@ -161,6 +167,7 @@ impl Exporter {
             cache: Some(cache::Cache::default()),
             escalations: Default::default(),
             fixed_sizes: Default::default(),
+            detail: detail::Detail::NONE,
         }
     }
 
@@ -180,6 +187,13 @@ impl Exporter {
     /// [`compat`]), unprefixed, from the same snapshots.
     pub fn with_compat(mut self, sets: Vec<compat::MetricsCompat>) -> Exporter {
         self.compat = sets;
+        self
+    }
+
+    /// Also exports the families of the detail sets in `detail` (see
+    /// [`detail`]); the default exports none of them.
+    pub fn with_detail(mut self, detail: detail::Detail) -> Exporter {
+        self.detail = detail;
         self
     }
 
@@ -288,6 +302,7 @@ impl Exporter {
             snapshot: snapshot.clone(),
             processes: self.processes.clone(),
             escalated: self.escalations.current(),
+            detail: self.detail,
         }));
         let [compat_size, gpus_size] = &self.fixed_sizes;
         Ok([

@@ -15,6 +15,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use crate::capacity::{self, CapacityConfig};
 use crate::gpu::{GpuProcess, GpuSnapshot, Snapshot};
 
+use super::detail::{Detail, DetailSet};
 use super::families::{families, flag, gauge, ids, unit, with, Labels};
 
 /// What the process and capacity families need besides the snapshot.
@@ -56,11 +57,13 @@ families! {
 pub fn encode(
     snapshot: &Snapshot,
     options: &ProcessExport,
+    detail: Detail,
     encoder: &mut DescriptorEncoder,
 ) -> fmt::Result {
     let mut f = Families::new();
+    let per_process = detail.has(DetailSet::Processes);
     for gpu in snapshot.gpus.iter() {
-        f.add_processes(gpu, options.process_top_n);
+        f.add_processes(gpu, options.process_top_n, per_process);
         f.add_sharing(gpu);
         f.add_pods(gpu);
     }
@@ -91,12 +94,17 @@ fn sum(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
 }
 
 impl<'a> Families<'a> {
-    fn add_processes(&mut self, gpu: &'a GpuSnapshot, top_n: usize) {
+    /// `gpu_processes`, and the per-process families when `per_process`
+    /// (detail set `processes`).
+    fn add_processes(&mut self, gpu: &'a GpuSnapshot, top_n: usize, per_process: bool) {
         if !gpu.is_up() {
             return;
         }
         let id = || ids(gpu);
         self.processes.push(id(), gpu.processes.len() as f64);
+        if !per_process {
+            return;
+        }
         let order = by_memory(&gpu.processes);
         let (top, rest) = order.split_at(top_n.min(order.len()));
         for &i in top {
@@ -250,7 +258,12 @@ mod tests {
 
     impl Collector for Body {
         fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
-            encode(&self.0, &ProcessExport::default(), &mut encoder)
+            encode(
+                &self.0,
+                &ProcessExport::default(),
+                Detail::full(),
+                &mut encoder,
+            )
         }
     }
 

@@ -157,6 +157,7 @@ fn a_part_is_encoded_into_a_string_sized_by_its_last_encoding() {
         snapshot: Arc::new(snapshot(0.5)),
         processes: Default::default(),
         escalated: Default::default(),
+        detail: super::detail::Detail::full(),
     }));
     let hint = super::SizeHint::default();
     let first = super::encode_sized(&registry, Format::Prometheus, &hint).expect("encodes");
@@ -166,4 +167,94 @@ fn a_part_is_encoded_into_a_string_sized_by_its_last_encoding() {
     // Room for the last size and an eighth more, allocated once: the text
     // did not outgrow it (growing would have doubled the capacity).
     assert_eq!(again.capacity(), first.len() + first.len() / 8);
+}
+
+/// A GPU with three NVLink links (link 1 down, errors on links 0 and 2)
+/// and the pre-Hopper data counters on two of them.
+fn linked_gpu() -> Snapshot {
+    use crate::gpu::links::{LinkHealth, NvLinkState, NvLinkTraffic};
+    let link = |n: u32, up: bool, replay: u64, crc: u64| NvLinkState {
+        link: n,
+        up,
+        errors: [("replay", replay), ("crc_flit", crc)]
+            .into_iter()
+            .collect(),
+    };
+    let traffic = |n: u32, tx: Option<u64>| NvLinkTraffic {
+        link: n,
+        tx_bytes: tx,
+        rx_bytes: Some(1024),
+    };
+    let gpu = GpuSnapshot {
+        health: Arc::new(crate::gpu::SlowReadings {
+            links: LinkHealth {
+                nvlink: vec![
+                    link(0, true, 2, 1),
+                    link(1, false, 0, 0),
+                    link(2, true, 0, 4),
+                ],
+                recovery_action: None,
+                recovery_action_value: None,
+            },
+            nvlink_traffic: vec![traffic(0, Some(4096)), traffic(1, None)],
+            ..Default::default()
+        }),
+        ..testing::gpu(0)
+    };
+    testing::snapshot(SystemTime::now(), vec![gpu])
+}
+
+fn exposition(snapshot: Snapshot, detail: super::detail::Detail) -> String {
+    let (tx, rx) = tokio::sync::watch::channel(Some(Arc::new(snapshot)));
+    let exporter = Exporter::new(rx, Duration::from_secs(3600)).with_detail(detail);
+    let text = exporter.render(Format::Prometheus).expect("renders");
+    drop(tx);
+    text
+}
+
+#[test]
+fn the_default_sums_the_links_per_gpu_and_the_detail_set_adds_each_link() {
+    use super::detail::{Detail, DetailSet};
+    let default = exposition(linked_gpu(), Detail::NONE);
+    let lines = |text: &str, family: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .map(|l| l.replace(",uuid=\"GPU-0\"", ""))
+            .collect()
+    };
+    assert_eq!(
+        lines(&default, "gpuwatch_nvlink_links_down"),
+        ["gpuwatch_nvlink_links_down{gpu=\"0\"} 1.0"]
+    );
+    // 2 + 1 + 4 errors over the links and types.
+    assert_eq!(
+        lines(&default, "gpuwatch_nvlink_gpu_errors_total"),
+        ["gpuwatch_nvlink_gpu_errors_total{gpu=\"0\"} 7.0"]
+    );
+    // tx: only link 0 answered; rx: both links.
+    assert_eq!(
+        lines(&default, "gpuwatch_nvlink_gpu_data_bytes_total"),
+        [
+            "gpuwatch_nvlink_gpu_data_bytes_total{gpu=\"0\",direction=\"tx\"} 4096.0",
+            "gpuwatch_nvlink_gpu_data_bytes_total{gpu=\"0\",direction=\"rx\"} 2048.0",
+        ]
+    );
+    for family in [
+        "gpuwatch_nvlink_up",
+        "gpuwatch_nvlink_errors_total",
+        "gpuwatch_nvlink_data_bytes_total",
+        "gpuwatch_collector_success",
+    ] {
+        assert!(
+            lines(&default, family).is_empty(),
+            "{family} is detail:\n{default}"
+        );
+    }
+    let links = exposition(linked_gpu(), Detail::NONE.with(DetailSet::NvlinkLinks));
+    assert_eq!(lines(&links, "gpuwatch_nvlink_up").len(), 3);
+    assert_eq!(lines(&links, "gpuwatch_nvlink_errors_total").len(), 6);
+    assert_eq!(lines(&links, "gpuwatch_nvlink_data_bytes_total").len(), 3);
+    // The per-GPU totals stay with the detail set.
+    assert_eq!(lines(&links, "gpuwatch_nvlink_links_down").len(), 1);
+    assert!(lines(&links, "gpuwatch_collector_success").is_empty());
 }

@@ -46,9 +46,7 @@ pub fn encode(
             f.peak_memory.push(labels(), usage.peak_memory_bytes as f64);
         }
     }
-    if table.left_out > 0 {
-        f.left_out.push(Vec::new(), table.left_out as f64);
-    }
+    f.left_out.push(Vec::new(), table.left_out as f64);
     f.encode(encoder)
 }
 

@@ -113,6 +113,7 @@ fn gpu(
         "ecc_uncorrected_volatile": h.ecc.uncorrected_volatile,
         "remapped_rows_pending": h.remapped_rows_pending,
         "remapped_rows_failure": h.remapped_rows_failure,
+        "nvlink": nvlink(&h.links),
         "process_count": gpu.processes.len(),
         "processes": processes,
         "pods": pods,
@@ -142,6 +143,30 @@ fn gpu_workloads(index: u32, table: &crate::gpu::WorkloadTable) -> Vec<Value> {
                 })
         })
         .collect()
+}
+
+/// Which NVLink links are down and which count errors: the default
+/// /metrics has only per-GPU totals (`gpuwatch_nvlink_links_down`,
+/// `gpuwatch_nvlink_gpu_errors_total`), so this is where a person finds
+/// the link. `null` without NVLink; `errors` lists only links that counted
+/// some.
+fn nvlink(links: &crate::gpu::links::LinkHealth) -> Value {
+    if links.nvlink.is_empty() {
+        return Value::Null;
+    }
+    let down: Vec<u32> = links
+        .nvlink
+        .iter()
+        .filter(|l| !l.up)
+        .map(|l| l.link)
+        .collect();
+    let errors: Vec<Value> = links
+        .nvlink
+        .iter()
+        .filter(|l| l.errors.values().any(|n| *n > 0))
+        .map(|l| json!({ "link": l.link, "errors": l.errors }))
+        .collect();
+    json!({ "links": links.nvlink.len(), "down": down, "errors": errors })
 }
 
 /// The snapshot's GPUs, for tests of this module.
@@ -250,5 +275,33 @@ mod tests {
         assert_eq!(workloads[0]["id"], "9100001");
         assert_eq!(workloads[0]["user"], "alice");
         assert_eq!(workloads[0]["efficiency"], 0.25);
+    }
+
+    #[test]
+    fn nvlink_names_the_links_down_and_those_counting_errors() {
+        use crate::gpu::links::{LinkHealth, NvLinkState};
+        let link = |n: u32, up: bool, replay: u64| NvLinkState {
+            link: n,
+            up,
+            errors: [("replay", replay), ("crc_flit", 0)].into_iter().collect(),
+        };
+        let gpu = GpuSnapshot {
+            health: Arc::new(crate::gpu::SlowReadings {
+                links: LinkHealth {
+                    nvlink: vec![link(0, true, 0), link(1, false, 0), link(2, true, 7)],
+                    recovery_action: None,
+                    recovery_action_value: None,
+                },
+                ..Default::default()
+            }),
+            ..testing::gpu(0)
+        };
+        let list = gpus(&testing::snapshot(SystemTime::now(), vec![gpu]));
+        assert_eq!(
+            list[0]["nvlink"],
+            json!({ "links": 3, "down": [1], "errors": [{ "link": 2, "errors": { "crc_flit": 0, "replay": 7 } }] })
+        );
+        // Without NVLink: null, not an empty record.
+        assert!(gpus(&one_gpu(GpuStatus::Up, None))[0]["nvlink"].is_null());
     }
 }

@@ -353,7 +353,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             0,
             Severity::Critical,
             "{{ .value }} NVLink link(s) of GPU {{ .gpu }} on {{ .host }} are down",
-            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has {{ .value }} NVLink link(s) down (gpuwatch_nvlink_up). Multi-GPU jobs lose bandwidth or fail; follow NVIDIA's NVLink workflow (reset the GPU, then check the links and switches).",
+            "GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }} has {{ .value }} NVLink link(s) down (gpuwatch_nvlink_links_down; which ones: /api/v1/gpus or the web view). Multi-GPU jobs lose bandwidth or fail; follow NVIDIA's NVLink workflow (reset the GPU, then check the links and switches).",
         ),
         // The driver itself says what the GPU needs (field 230).
         rule(

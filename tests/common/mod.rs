@@ -239,7 +239,7 @@ impl Agent {
     }
 
     /// [`Agent::in_process`] with the `gpuwatch run` flags tests pass to
-    /// [`Agent::start`] (`--config FILE`, `--metrics-compat SET`,
+    /// [`Agent::start`] (`--config FILE`, `--metrics-compat SET`, `--metrics-detail SET`,
     /// `--web-config FILE`, `--no-history`); any other flag is a test bug.
     pub fn in_process_with_args(scenario: &str, args: &[&str], env: &[(&str, &str)]) -> Agent {
         let mut options = gpuwatch::app::RunOptions::default();
@@ -255,6 +255,7 @@ impl Agent {
             match *flag {
                 "--config" => options.source.config = Some(PathBuf::from(value)),
                 "--metrics-compat" => options.metrics_compat.push(value.to_string()),
+                "--metrics-detail" => options.metrics_detail.push(value.to_string()),
                 "--web-config" => options.web_config = Some(PathBuf::from(value)),
                 other => panic!("Agent::in_process_with_args does not know {other}"),
             }

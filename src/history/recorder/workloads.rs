@@ -7,7 +7,8 @@ use std::collections::HashMap;
 
 use crate::gpu::{unix_ms, Workload, WorkloadKey, WorkloadTable};
 
-use super::MINUTE_MS;
+/// How often a running workload's row is written again, ms.
+const REFRESH_MS: i64 = 60_000;
 
 /// One workload's row (inserted, or updated in place by its key).
 #[derive(Debug, Clone, PartialEq)]
@@ -106,7 +107,7 @@ impl WorkloadRecorder {
         for workload in &table.live {
             let key = (workload.key.clone(), unix_ms(workload.started));
             let written = match self.live.get(&key) {
-                Some(last) if now_ms - last < MINUTE_MS => *last,
+                Some(last) if now_ms - last < REFRESH_MS => *last,
                 _ => {
                     out.push(WorkloadRow::new(workload, false));
                     now_ms

@@ -150,7 +150,7 @@
         el('td', { 'data-field': 'index' }, g.index),
         el('td', { 'data-field': 'name', title: g.uuid }, g.name || '?',
           (g.pods || []).length ? el('div', { class: 'muted', 'data-field': 'pods' }, podsText(g.pods)) : null),
-        el('td', { 'data-field': 'health', title: verdict.reasons.map((r) => `${r.text}. What to do: ${r.action}`).join('\n') },
+        el('td', { 'data-field': 'health', title: verdict.reasons.map((r) => `${r.text}. What to do: ${r.action}`).concat(nvlinkErrors(g)).join('\n') },
           el('span', { class: `badge ${HEALTH_BADGE[verdict.state] || ''}` }, verdict.state),
           alerts ? el('span', { class: 'badge firing', style: 'margin-left:.4em' }, `${alerts} alert${alerts > 1 ? 's' : ''}`) : null,
           verdict.reasons.length ? el('div', { class: 'muted', 'data-field': 'health_reason' }, verdict.reasons[0].text) : null),
@@ -178,6 +178,13 @@
             : `${num(g.ecc_corrected_volatile)} / ${num(g.ecc_uncorrected_volatile)}`));
     });
     $('#gpus tbody').replaceChildren(...rows);
+  }
+
+  // The links that counted NVLink errors, by type (from /api/v1/gpus: the
+  // default /metrics has only the GPU's total).
+  function nvlinkErrors(g) {
+    return ((g.nvlink && g.nvlink.errors) || []).map((l) =>
+      `NVLink link ${l.link} errors: ${Object.entries(l.errors).filter(([, n]) => n > 0).map(([t, n]) => `${t} ${n}`).join(', ')}`);
   }
 
   // "docker 3f2a9c1b7e0d", plus the Kubernetes pod UID when there is one.
