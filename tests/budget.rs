@@ -137,6 +137,12 @@ fn the_default_metrics_of_an_8_gpu_nvswitch_node_fit_the_budget_and_the_detail_s
         ("gpuwatch_collector_success", groups),
         // One per rule of the built-in pack.
         ("gpuwatch_rule_values_total", rules),
+        // Each simulated process is a workload of its own (kind
+        // "process": its pid has no /proc here), per-process detail.
+        ("gpuwatch_workload_gpu_seconds_total", procs),
+        ("gpuwatch_workload_sm_active_seconds_total", procs),
+        ("gpuwatch_workload_energy_joules_total", procs),
+        ("gpuwatch_workload_peak_memory_bytes", procs),
     ]
     .into_iter()
     .collect();
