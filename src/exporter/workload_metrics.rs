@@ -161,8 +161,9 @@ mod tests {
             )),
             "{default}"
         );
+        assert!(!default.contains("4242"), "{default}");
         assert!(
-            !default.contains("4242") && !default.contains("workloads_left_out"),
+            default.contains("gpuwatch_workloads_left_out_total 0"),
             "{default}"
         );
         let full = text(&snapshot, true);

@@ -156,10 +156,16 @@ fn kernel_log_path(
 }
 
 /// The kernel's boot id from `path` (a reboot changes it, an agent restart
-/// does not); `None`, with a warning, when it cannot be read.
+/// does not); `None`, with a warning, when it cannot be read. At most
+/// [`BOOT_ID_MAX_BYTES`] are read, never blocking: a FIFO, a device or a
+/// huge file in its place is refused, not waited on.
 pub fn read_boot_id(path: &std::path::Path) -> Option<String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
+    let read = crate::files::read_prefix(path, BOOT_ID_MAX_BYTES)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    match read {
+        Ok(text) if !text.trim().is_empty() => {
+            Some(crate::escape::control_chars(text.trim()).into_owned())
+        }
         Ok(_) => {
             warn!(path = %path.display(), "The boot id file is empty; a returning Xid escalates after GPU resets only, not after reboots. Set [health] boot_id to the file that holds it.");
             None
@@ -170,6 +176,10 @@ pub fn read_boot_id(path: &std::path::Path) -> Option<String> {
         }
     }
 }
+
+/// Most bytes of the boot id file read (the kernel's is a 36-character
+/// UUID and a newline).
+pub const BOOT_ID_MAX_BYTES: u64 = 128;
 
 /// When the machine booted: kernel-log times count from there.
 pub fn boot_time() -> SystemTime {
@@ -357,6 +367,38 @@ impl LogState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO, `/dev/zero` or a huge file named as the boot id is refused
+    /// at once (the agent's start-up used to wait on the FIFO for ever).
+    #[test]
+    fn the_boot_id_is_read_bounded_and_never_waited_on() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let id = dir.path().join("boot_id");
+        std::fs::write(&id, "1b2c3d4e-0000-4000-8000-000000000000\n").expect("write");
+        assert_eq!(
+            read_boot_id(&id).as_deref(),
+            Some("1b2c3d4e-0000-4000-8000-000000000000")
+        );
+        let fifo = dir.path().join("fifo");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a node.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let (done, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(read_boot_id(&fifo));
+        });
+        let answer = wait
+            .recv_timeout(Duration::from_secs(5))
+            .expect("a FIFO as the boot id must not hang");
+        assert_eq!(answer, None);
+        assert_eq!(read_boot_id(std::path::Path::new("/dev/zero")), None);
+        let long = dir.path().join("long");
+        std::fs::write(&long, "x".repeat(1 << 20)).expect("write");
+        assert_eq!(
+            read_boot_id(&long).map(|id| id.len()),
+            Some(BOOT_ID_MAX_BYTES as usize)
+        );
+    }
 
     #[test]
     fn simulated_gpus_do_not_read_the_hosts_kernel_log_unless_told() {
