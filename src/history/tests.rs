@@ -61,6 +61,12 @@ impl Writer {
         drop(self.tx);
         self.task.await.expect("writer");
     }
+
+    /// Stops the writer without its final commit, as a killed agent would.
+    pub(super) async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
 }
 
 pub(super) fn settings() -> WriterSettings {

@@ -98,6 +98,21 @@ async fn a_jobs_summary_while_it_runs_after_it_ends_and_after_a_restart() {
             .await
             .expect("send");
     }
+    // While the agent runs, bob's job is running: its row is at most a
+    // minute old (written at second 10 and 70).
+    let running = loop {
+        let found = workloads(&store.pool, &all()).await.expect("query");
+        match found.iter().find(|w| w.id == "9100002") {
+            Some(bob) if bob.gpu_seconds > 0.0 && found.len() == 2 => break found,
+            _ => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+        }
+    };
+    let bob = running
+        .iter()
+        .find(|w| w.id == "9100002")
+        .expect("bob's job");
+    assert_eq!(bob.ended, None);
+    assert!((bob.gpu_seconds - 60.0).abs() < 1e-6, "{bob:?}");
     writer.finish().await;
 
     let found = workloads(&store.pool, &all()).await.expect("query");
@@ -121,9 +136,9 @@ async fn a_jobs_summary_while_it_runs_after_it_ends_and_after_a_restart() {
     assert!((alice.energy_joules - 10_000.0).abs() < 1e-6, "{alice:?}");
     assert!((alice.efficiency.expect("held") - 0.6).abs() < 1e-9);
     assert_eq!(alice.peak_memory_bytes, 2 << 30);
-    // Still running at shutdown: written with the final batch, no end.
+    // Still running when the agent stopped: the final batch ends it then.
     let bob = found.iter().find(|w| w.id == "9100002").expect("bob's job");
-    assert_eq!(bob.ended, None);
+    assert_eq!(bob.ended, Some((START + 100) as f64));
     assert!((bob.gpu_seconds - 90.0).abs() < 1e-6, "{bob:?}");
 
     // Filters: user, kind, GPU, time.
@@ -159,7 +174,25 @@ async fn a_jobs_summary_while_it_runs_after_it_ends_and_after_a_restart() {
     };
     assert_eq!(only(after_alice).await, ["9100002"]);
 
-    // The agent restarts: bob's row is closed when last seen.
+    // A killed agent leaves a running row; the next start closes it when
+    // last seen.
+    let writer = Writer::start(&store, 1000);
+    let mut accounts = Accounts::default();
+    for s in 200..=230 {
+        writer
+            .tx
+            .send(snapshot(&mut accounts, s))
+            .await
+            .expect("send");
+    }
+    loop {
+        let found = workloads(&store.pool, &all()).await.expect("query");
+        if found.iter().any(|w| w.started == (START + 200) as f64) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    writer.kill().await;
     drop(store);
     let store = Store::open_for_writing(&path, Durability::Normal)
         .await
@@ -167,6 +200,10 @@ async fn a_jobs_summary_while_it_runs_after_it_ends_and_after_a_restart() {
     let writer = Writer::start(&store, 10);
     writer.finish().await;
     let found = workloads(&store.pool, &all()).await.expect("query");
-    let bob = found.iter().find(|w| w.id == "9100002").expect("bob's job");
-    assert_eq!(bob.ended, Some((START + 100) as f64));
+    let killed: Vec<_> = found
+        .iter()
+        .filter(|w| w.started == (START + 200) as f64)
+        .collect();
+    assert_eq!(killed.len(), 1, "{found:?}");
+    assert_eq!(killed[0].ended, Some((START + 200) as f64), "{found:?}");
 }

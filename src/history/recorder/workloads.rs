@@ -118,8 +118,9 @@ impl WorkloadRecorder {
         self.live = still_live;
     }
 
-    /// Every live workload's row, at shutdown.
+    /// Every live workload's row, ended when last seen, at shutdown: the
+    /// accounting starts over with the next agent.
     pub fn flush(&mut self, table: &WorkloadTable, out: &mut Vec<WorkloadRow>) {
-        out.extend(table.live.iter().map(|w| WorkloadRow::new(w, false)));
+        out.extend(table.live.iter().map(|w| WorkloadRow::new(w, true)));
     }
 }
