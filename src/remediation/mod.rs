@@ -270,50 +270,42 @@ impl<S: Scheduler> Remediation<S> {
                 let d = self.decision("drain", Outcome::Refused, Some(trigger), format!("{dry}{drained} other node(s) are drained by gpuwatch, at most {max} may be ([remediation.slurm] max_drained_nodes); look at why so many fail (a driver update?) before draining more"), now);
                 self.failed(d, now).await;
             }
-            Step::Drain if self.dry() => {
-                let d = self.decision(
-                    "drain",
-                    Outcome::Would,
-                    Some(trigger.clone()),
-                    reason.clone(),
-                    now,
-                );
-                self.sinks.record(&self.stats, &d).await;
-                self.state.drained = Some(Drained {
-                    reason,
-                    trigger: Some(trigger),
-                    flapping,
-                });
-                self.settle();
+            Step::Drain => {
+                // A dry run records what it would do; only "on" asks Slurm.
+                let drained = if self.dry() {
+                    Ok(Outcome::Would)
+                } else {
+                    self.scheduler.drain(&reason).await.map(|()| Outcome::Done)
+                };
+                match drained {
+                    Ok(outcome) => {
+                        let d = self.decision(
+                            "drain",
+                            outcome,
+                            Some(trigger.clone()),
+                            reason.clone(),
+                            now,
+                        );
+                        self.sinks.record(&self.stats, &d).await;
+                        self.state.drained = Some(Drained {
+                            reason,
+                            trigger: Some(trigger),
+                            flapping,
+                        });
+                        self.settle();
+                    }
+                    Err(error) => {
+                        let d = self.decision(
+                            "drain",
+                            Outcome::Error,
+                            Some(trigger),
+                            error_detail(&error),
+                            now,
+                        );
+                        self.failed(d, now).await;
+                    }
+                }
             }
-            Step::Drain => match self.scheduler.drain(&reason).await {
-                Ok(()) => {
-                    let d = self.decision(
-                        "drain",
-                        Outcome::Done,
-                        Some(trigger.clone()),
-                        reason.clone(),
-                        now,
-                    );
-                    self.sinks.record(&self.stats, &d).await;
-                    self.state.drained = Some(Drained {
-                        reason,
-                        trigger: Some(trigger),
-                        flapping,
-                    });
-                    self.settle();
-                }
-                Err(error) => {
-                    let d = self.decision(
-                        "drain",
-                        Outcome::Error,
-                        Some(trigger),
-                        error_detail(&error),
-                        now,
-                    );
-                    self.failed(d, now).await;
-                }
-            },
             Step::Resume | Step::Forget { .. } => {}
         }
     }
