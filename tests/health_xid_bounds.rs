@@ -12,8 +12,6 @@ mod common;
 use std::io::Write;
 use std::time::Duration;
 
-use common::Agent;
-
 const LONG: Duration = Duration::from_secs(90);
 /// Made-up codes, far outside the catalog (which ends in the low hundreds).
 const FIRST_CODE: u64 = 100_000;
@@ -24,22 +22,7 @@ const BOUND: usize = 32;
 #[test]
 fn a_thousand_made_up_xid_codes_stay_bounded_in_metrics_and_the_api() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let kmsg = dir.path().join("kmsg");
-    std::fs::write(&kmsg, "").expect("kmsg");
-    let config = dir.path().join("gpuwatch.toml");
-    std::fs::write(
-        &config,
-        format!("[health]\nkernel_log = \"{}\"\n", kmsg.display()),
-    )
-    .expect("config");
-    let agent = Agent::start(
-        "health",
-        &["--config", config.to_str().expect("utf-8")],
-        &[],
-    );
-    agent.wait_for("the kernel log read", LONG, |m| {
-        m.value("gpuwatch_kernel_log_up", &[]) == Some(1.0)
-    });
+    let (agent, kmsg) = common::agent_following_kmsg(dir.path(), "health", LONG);
     let mut file = std::fs::OpenOptions::new()
         .append(true)
         .open(&kmsg)

@@ -20,23 +20,7 @@ const SOON: Duration = Duration::from_secs(10);
 
 /// Starts the agent following `kmsg` (created empty: nothing is backlog).
 fn agent_on(dir: &Path) -> (Agent, PathBuf) {
-    let kmsg = dir.join("kmsg");
-    std::fs::write(&kmsg, "").expect("kmsg");
-    let config = dir.join("gpuwatch.toml");
-    std::fs::write(
-        &config,
-        format!("[health]\nkernel_log = \"{}\"\n", kmsg.display()),
-    )
-    .expect("config");
-    let agent = Agent::start(
-        "health",
-        &["--config", config.to_str().expect("utf-8")],
-        &[],
-    );
-    agent.wait_for("the kernel log read", LONG, |m| {
-        m.value("gpuwatch_kernel_log_up", &[]) == Some(1.0)
-    });
-    (agent, kmsg)
+    common::agent_following_kmsg(dir, "health", LONG)
 }
 
 fn append(path: &Path, text: &str) {

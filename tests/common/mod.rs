@@ -851,3 +851,29 @@ pub fn promtool_check_metrics(text: &str) -> (bool, String) {
     );
     (output.status.success(), said)
 }
+
+/// Starts an agent on `scenario` following a kernel log `dir/kmsg`, created
+/// empty (nothing in it is backlog), and waits until it reads it.
+pub fn agent_following_kmsg(
+    dir: &std::path::Path,
+    scenario: &str,
+    wait: std::time::Duration,
+) -> (Agent, std::path::PathBuf) {
+    let kmsg = dir.join("kmsg");
+    std::fs::write(&kmsg, "").expect("kmsg");
+    let config = dir.join("gpuwatch.toml");
+    std::fs::write(
+        &config,
+        format!("[health]\nkernel_log = \"{}\"\n", kmsg.display()),
+    )
+    .expect("config");
+    let agent = Agent::start(
+        scenario,
+        &["--config", config.to_str().expect("utf-8")],
+        &[],
+    );
+    agent.wait_for("the kernel log read", wait, |m| {
+        m.value("gpuwatch_kernel_log_up", &[]) == Some(1.0)
+    });
+    (agent, kmsg)
+}
