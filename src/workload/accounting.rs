@@ -12,7 +12,11 @@
 //!   SM-active ratio where the GPU has it, else NVML's utilization) × the
 //!   workload's share of the GPU's SM time (its processes' share of the
 //!   per-process SM utilization; an equal share each where the driver
-//!   reports none, and all of it for a workload alone on the GPU);
+//!   reports none, and all of it for a workload alone on the GPU). On a GPU
+//!   with GPM, a tick without GPM's figure (the first after the agent
+//!   starts, a failed sample) is charged with GPM's next figure, not with
+//!   utilization — a different, usually higher measure — unless GPM stays
+//!   silent for more than [`GPM_GAP_MAX`] ticks;
 //! - **energy**: the GPU's energy counter's increase × the same share (the
 //!   idle power of a shared GPU is so split by SM time, or equally while
 //!   nothing runs: who holds a GPU pays for keeping it on);
@@ -46,6 +50,10 @@ pub const ENDED_KEEP: Duration = Duration::from_secs(120);
 /// cannot grow the agent without bound.
 pub const MAX_LIVE: usize = 512;
 
+/// Most ticks in a row a GPU with GPM may lack GPM's SM activity before
+/// the SM-active seconds waiting for it are charged by utilization.
+pub const GPM_GAP_MAX: u32 = 3;
+
 /// Clock-event reasons that are throttling (NVML bits): SW power cap, HW
 /// slowdown, SW thermal, HW thermal, HW power brake.
 const THROTTLE_REASONS: u64 = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
@@ -67,7 +75,21 @@ pub struct Accounts {
     marks: HashMap<u32, GpuMark>,
     /// The workloads on each GPU at its previous snapshot, sorted.
     present: HashMap<u32, Vec<(WorkloadKey, Device)>>,
+    /// Per GPU with GPM: intervals charged before GPM measured them.
+    pending: HashMap<u32, Vec<PendingSm>>,
+    /// Per GPU with GPM: ticks in a row without GPM's SM activity.
+    gpm_gaps: HashMap<u32, u32>,
     left_out: u64,
+}
+
+/// SM-active seconds that wait for GPM's next figure: the held seconds ×
+/// the workload's share, and the utilization to use if GPM stays silent.
+#[derive(Debug)]
+struct PendingSm {
+    key: WorkloadKey,
+    device: Device,
+    weight: f64,
+    fallback: f64,
 }
 
 impl Accounts {
@@ -94,6 +116,8 @@ impl Accounts {
             snapshot.gpus.iter().map(|g| g.index).collect();
         self.marks.retain(|gpu, _| current.contains(gpu));
         self.present.retain(|gpu, _| current.contains(gpu));
+        self.pending.retain(|gpu, _| current.contains(gpu));
+        self.gpm_gaps.retain(|gpu, _| current.contains(gpu));
         seen.sort_unstable();
         seen.dedup();
         let ended: Vec<WorkloadKey> = self
@@ -159,6 +183,7 @@ impl Accounts {
                 .memory
                 .saturating_add(process.used_memory_bytes.unwrap_or(0));
         }
+        let activity = self.sm_activity(gpu);
         let before = self.present.remove(&gpu.index).unwrap_or_default();
         self.present
             .insert(gpu.index, groups.keys().cloned().collect());
@@ -167,14 +192,8 @@ impl Accounts {
         }
         let sm_total: f64 = groups.values().map(|g| g.sm).sum();
         let count = groups.len() as f64;
-        let activity = gpu
-            .gpm
-            .gpu
-            .as_ref()
-            .and_then(|m| m.sm_active_ratio)
-            .or(gpu.readings.utilization_gpu_ratio)
-            .filter(|r| r.is_finite())
-            .map_or(0.0, |r| r.clamp(0.0, 1.0));
+        let fallback = ratio(gpu.readings.utilization_gpu_ratio).unwrap_or(0.0);
+        let mut waiting = Vec::new();
         let throttling = gpu
             .readings
             .clock_event_reasons
@@ -212,7 +231,15 @@ impl Accounts {
             };
             let seconds = elapsed.as_secs_f64();
             usage.gpu_seconds += seconds;
-            usage.sm_active_seconds += seconds * activity * share;
+            match activity {
+                Some(activity) => usage.sm_active_seconds += seconds * activity * share,
+                None => waiting.push(PendingSm {
+                    key: workload.key.clone(),
+                    device,
+                    weight: seconds * share,
+                    fallback,
+                }),
+            }
             if let (Some(before), Some(after)) = (previous.energy_joules, mark.energy_joules) {
                 if after >= before && (after - before).is_finite() {
                     usage.energy_joules += (after - before) * share;
@@ -223,6 +250,41 @@ impl Accounts {
                 usage.throttle_seconds += seconds;
             }
         }
+        if !waiting.is_empty() {
+            self.pending.entry(gpu.index).or_default().extend(waiting);
+        }
+    }
+
+    /// The GPU's SM activity for this tick's interval: GPM's figure (which
+    /// also settles the intervals waiting for it), else utilization on a
+    /// GPU without GPM or whose GPM stayed silent too long; `None` while a
+    /// GPU with GPM waits for its next figure.
+    fn sm_activity(&mut self, gpu: &GpuSnapshot) -> Option<f64> {
+        let measured = ratio(gpu.gpm.sm_active_ratio());
+        let fallback = ratio(gpu.readings.utilization_gpu_ratio).unwrap_or(0.0);
+        let activity = match measured {
+            Some(value) => {
+                self.gpm_gaps.remove(&gpu.index);
+                Some(value)
+            }
+            None if gpu.gpm.supported == Some(true) => {
+                let gaps = self.gpm_gaps.entry(gpu.index).or_insert(0);
+                *gaps = gaps.saturating_add(1);
+                (*gaps > GPM_GAP_MAX).then_some(fallback)
+            }
+            None => Some(fallback),
+        };
+        if activity.is_some() {
+            for waiting in self.pending.remove(&gpu.index).unwrap_or_default() {
+                // Gone already (ended and handed to history): not charged.
+                if let Some(workload) = self.live.get_mut(&waiting.key) {
+                    let usage = workload.devices.entry(waiting.device).or_default();
+                    usage.sm_active_seconds +=
+                        waiting.weight * measured.unwrap_or(waiting.fallback);
+                }
+            }
+        }
+        activity
     }
 
     /// The workloads running now.
@@ -234,6 +296,11 @@ impl Accounts {
     pub fn left_out(&self) -> u64 {
         self.left_out
     }
+}
+
+/// `value` as a ratio 0..1; `None` when absent or not a number.
+fn ratio(value: Option<f64>) -> Option<f64> {
+    value.filter(|r| r.is_finite()).map(|r| r.clamp(0.0, 1.0))
 }
 
 /// One workload's processes on one device at one snapshot.

@@ -182,3 +182,32 @@ fn the_table_serializes_to_json() {
     assert_eq!(workload["devices"][0]["gpu_seconds"], 2.0);
     assert_eq!(workload["started"], (T0.as_secs()) as f64);
 }
+
+/// A GPU with GPM whose first ticks have no GPM figure yet (as after the
+/// agent starts): those intervals wait for GPM's next figure instead of
+/// taking utilization (100 % here, against 60 % SM activity); a GPU whose
+/// GPM stays silent is charged by utilization after `GPM_GAP_MAX` ticks.
+#[test]
+fn ticks_without_gpm_are_charged_with_gpms_next_figure_not_utilization() {
+    let run = |gpm_from: u32| {
+        let mut accounts = Accounts::default();
+        for second in 0..=10u32 {
+            let mut gpu = busy_gpu(0, vec![job_process(10, 7, None, 1)], 0.6, 0.0);
+            if second < gpm_from {
+                Arc::make_mut(&mut gpu.gpm).gpu = None;
+            }
+            accounts.step(&snapshot(at(f64::from(second)), vec![gpu]));
+        }
+        let total = accounts.live().next().expect("live").total();
+        assert!((total.gpu_seconds - 10.0).abs() < 1e-9, "{total:?}");
+        total.sm_active_seconds
+    };
+    // GPM from the third tick on: the first two intervals take its 60 %.
+    assert!((run(2) - 6.0).abs() < 1e-9, "{}", run(2));
+    // GPM from the sixth tick: four intervals waited more than GPM_GAP_MAX
+    // ticks; they are charged by utilization, the rest by GPM.
+    let expected = 4.0 * 1.0 + 6.0 * 0.6;
+    assert!((run(5) - expected).abs() < 1e-9, "{}", run(5));
+    // GPM never answers: utilization throughout.
+    assert!((run(u32::MAX) - 10.0).abs() < 1e-9, "{}", run(u32::MAX));
+}
