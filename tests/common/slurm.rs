@@ -27,6 +27,35 @@ fn program(name: &str) -> PathBuf {
     panic!("{name} is not installed: apt-get install slurm-wlm munge (the Slurm tests need a real Slurm)");
 }
 
+/// What backs the test node's four GPUs (gres.conf `File=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GresFiles {
+    /// Empty plain files: slurmd logs that they are no devices and sets
+    /// no GPU variables (`SLURM_JOB_GPUS`, `CUDA_VISIBLE_DEVICES`) for
+    /// jobs, prologs or epilogs; scheduling works.
+    Plain,
+    /// Character devices with `/dev/null`'s numbers (1:3), so slurmd
+    /// treats them as GPU devices and sets the GPU variables as on a real
+    /// GPU node. Needs CAP_MKNOD (root).
+    CharDevices,
+}
+
+/// Makes `path` a character device with /dev/null's numbers; panics with
+/// what is missing when it cannot.
+fn null_device(path: &Path) {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: a valid NUL-terminated path; mknod only creates a node
+    // (1:3 is /dev/null: reading it gives nothing, writing discards).
+    let made = unsafe { libc::mknod(c_path.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) };
+    assert_eq!(
+        made,
+        0,
+        "cannot make {} a character device ({}): the Slurm GPU-variable tests need root with CAP_MKNOD",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
 /// A running test cluster.
 pub struct SlurmCluster {
     /// Its state, configuration and logs.
@@ -53,13 +82,25 @@ impl SlurmCluster {
     /// Starts munged, slurmctld and slurmd, and waits until the node is
     /// idle.
     pub fn start() -> SlurmCluster {
+        SlurmCluster::start_with(GresFiles::Plain, |_| String::new())
+    }
+
+    /// [`SlurmCluster::start`] with the GPUs' gres files as `gres`
+    /// says, and more slurm.conf lines (`Prolog=`, `Epilog=`, ...): `extra`
+    /// gets the cluster's directory (for scripts and files placed there)
+    /// and returns the lines.
+    pub fn start_with(gres: GresFiles, extra: impl FnOnce(&Path) -> String) -> SlurmCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let d = dir.path();
         for sub in ["state", "spool", "gres"] {
             std::fs::create_dir_all(d.join(sub)).expect("dirs");
         }
         for i in 0..4 {
-            std::fs::write(d.join("gres").join(format!("gpu{i}")), "").expect("gres file");
+            let path = d.join("gres").join(format!("gpu{i}"));
+            match gres {
+                GresFiles::Plain => std::fs::write(&path, "").expect("gres file"),
+                GresFiles::CharDevices => null_device(&path),
+            }
         }
         let key = d.join("munge.key");
         let mut random = [0u8; 1024];
@@ -86,6 +127,7 @@ impl SlurmCluster {
         let node = short_hostname();
         let (ctld_port, d_port) = (super::free_port(), super::free_port());
         let conf = d.join("slurm.conf");
+        let extra = extra(d);
         std::fs::write(
             &conf,
             format!(
@@ -101,6 +143,7 @@ impl SlurmCluster {
                  JobAcctGatherType=jobacct_gather/none\nSelectType=select/cons_tres\n\
                  GresTypes=gpu\nFirstJobId=100000\nReturnToService=2\nMpiDefault=none\n\
                  MessageTimeout=5\n\
+                 {extra}\n\
                  NodeName={node} NodeAddr=127.0.0.1 CPUs=2 Gres=gpu:4 State=UNKNOWN\n\
                  NodeName=fake[1-4] NodeAddr=127.0.0.2 CPUs=1 State=UNKNOWN\n\
                  PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n",
@@ -196,6 +239,103 @@ impl SlurmCluster {
         ]);
     }
 
+    /// Submits `script` with `sbatch --parsable` and `args` (e.g.
+    /// `--gres=gpu:1`); the job id. Panics with Slurm's answer when it
+    /// refuses.
+    pub fn sbatch(&self, args: &[&str], script: &Path) -> u64 {
+        let out = self
+            .command("sbatch")
+            .arg("--parsable")
+            .args(args)
+            .arg(script)
+            .output()
+            .expect("run sbatch");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let id = text.trim().split(';').next().unwrap_or("").parse::<u64>();
+        match (out.status.success(), id) {
+            (true, Ok(id)) => id,
+            _ => panic!(
+                "sbatch {args:?} {}: {text}{}\n{}",
+                script.display(),
+                String::from_utf8_lossy(&out.stderr),
+                self.logs()
+            ),
+        }
+    }
+
+    /// Cancels `job`.
+    pub fn scancel(&self, job: u64) {
+        let out = self
+            .command("scancel")
+            .arg(job.to_string())
+            .output()
+            .expect("run scancel");
+        assert!(
+            out.status.success(),
+            "scancel {job}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `scontrol -d show job`'s fields of `job` as `Key=Value` pairs (the
+    /// per-node lines too); `None` when Slurm does not know it.
+    pub fn job_fields(&self, job: u64) -> Option<Vec<(String, String)>> {
+        let out = self
+            .command("scontrol")
+            .args(["-d", "show", "job", &job.to_string()])
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        Some(
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .filter_map(|word| {
+                    let (key, value) = word.split_once('=')?;
+                    Some((key.to_string(), value.to_string()))
+                })
+                .collect(),
+        )
+    }
+
+    /// `job`'s state (`RUNNING`, `COMPLETED`, `CANCELLED`, ...).
+    pub fn job_state(&self, job: u64) -> Option<String> {
+        self.job_fields(job)?
+            .into_iter()
+            .find(|(k, _)| k == "JobState")
+            .map(|(_, v)| v)
+    }
+
+    /// The GPU indexes Slurm gave `job` on this node (`GRES=gpu:2(IDX:0-1)`
+    /// of `scontrol -d show job`); empty before it runs.
+    pub fn job_gpus(&self, job: u64) -> Vec<u32> {
+        let Some(fields) = self.job_fields(job) else {
+            return Vec::new();
+        };
+        let Some((_, gres)) = fields
+            .iter()
+            .find(|(k, v)| k == "GRES" && v.contains("IDX:"))
+        else {
+            return Vec::new();
+        };
+        let list = gres
+            .split("IDX:")
+            .nth(1)
+            .and_then(|rest| rest.split(')').next())
+            .unwrap_or("");
+        let mut gpus = Vec::new();
+        for part in list.split(',') {
+            let mut ends = part.splitn(2, '-').map(|n| n.trim().parse::<u32>());
+            match (ends.next(), ends.next()) {
+                (Some(Ok(first)), None) => gpus.push(first),
+                (Some(Ok(first)), Some(Ok(last))) => gpus.extend(first..=last),
+                _ => {}
+            }
+        }
+        gpus
+    }
+
     /// `sinfo -N` as (node, state, reason) rows; `None` when it fails.
     pub fn sinfo(&self) -> Option<Vec<(String, String, String)>> {
         let out = self
@@ -229,9 +369,15 @@ impl SlurmCluster {
             .map(|(_, s, r)| (s, r))
     }
 
-    /// The daemons' logs, for failure messages.
+    /// The daemons' logs and the queue, for failure messages.
     pub fn logs(&self) -> String {
-        ["slurmctld.log", "slurmd.log", "munged.log"]
+        let queue = self
+            .command("squeue")
+            .args(["-h", "-o", "%i %T %r %b"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let logs = ["slurmctld.log", "slurmd.log", "munged.log", "prolog.log"]
             .iter()
             .map(|f| {
                 let text = std::fs::read_to_string(self.dir.path().join(f)).unwrap_or_default();
@@ -242,7 +388,8 @@ impl SlurmCluster {
                 )
             })
             .collect::<Vec<_>>()
-            .join("\n")
+            .join("\n");
+        format!("--- squeue (id state reason gres)\n{queue}{logs}")
     }
 
     fn wait_for(&self, what: &str, mut ready: impl FnMut() -> bool) {
