@@ -284,6 +284,7 @@ fn gpu_energy(m: &Metrics, gpu: u32) -> Option<f64> {
 
 /// Slurm job `job`'s record in `/api/v1/workloads`.
 fn api_record(agent: &Agent, job: u64) -> Option<serde_json::Value> {
+    let id = job.to_string();
     let (status, body) = agent.get("/api/v1/workloads?kind=slurm_job&from=-1h");
     assert_eq!(status, 200, "{body}");
     let body: serde_json::Value = serde_json::from_str(&body).expect("JSON");
@@ -291,7 +292,7 @@ fn api_record(agent: &Agent, job: u64) -> Option<serde_json::Value> {
         .as_array()
         .expect("workloads")
         .iter()
-        .find(|w| w["id"] == job.to_string())
+        .find(|w| w["id"] == id.as_str())
         .cloned()
 }
 
@@ -305,6 +306,7 @@ fn api_records(agent: &Agent) -> Vec<serde_json::Value> {
 
 /// Slurm job `job`'s row through `gpuwatch jobs --format json --db`.
 fn cli_record(agent: &Agent, job: u64) -> Option<serde_json::Value> {
+    let id = job.to_string();
     let db = agent.history.to_str().expect("utf-8");
     let (code, out, err) = run_cli(
         &[
@@ -325,7 +327,7 @@ fn cli_record(agent: &Agent, job: u64) -> Option<serde_json::Value> {
     rows.as_array()
         .expect("an array")
         .iter()
-        .find(|w| w["id"] == job.to_string())
+        .find(|w| w["id"] == id.as_str())
         .cloned()
 }
 
@@ -831,6 +833,7 @@ fn a_process_outside_slurm_is_charged_to_the_job_its_prolog_mapped_the_gpu_to() 
     // and the outside process is its own workload again (a container or a
     // process, as its cgroup says: the test may run in a container).
     cluster.scancel(job);
+    let job_id = job.to_string();
     let record = wait_until(
         "the job ended and the outside process on its own",
         &cluster,
@@ -840,7 +843,7 @@ fn a_process_outside_slurm_is_charged_to_the_job_its_prolog_mapped_the_gpu_to() 
             let records = api_records(&agent);
             let job_record = records
                 .iter()
-                .find(|w| w["kind"] == "slurm_job" && w["id"] == job.to_string())?;
+                .find(|w| w["kind"] == "slurm_job" && w["id"] == job_id.as_str())?;
             let own = records
                 .iter()
                 .any(|w| w["kind"] != "slurm_job" && w["gpus"] == gpus && w["ended"].is_null());
