@@ -314,6 +314,7 @@ async fn serve(
         derived.processes.clone(),
     )
     .with_compat(config.server.metrics_compat.clone())
+    .with_compat_hpc_job(config.exporter.compat_hpc_job)
     .with_detail(config.exporter.detail);
     if let Some(reloader) = &security.tls {
         // Certificate expiry and reloads (the files are watched by the server).

@@ -234,6 +234,7 @@ mod tests {
             efficiency,
             xid_errors: 0,
             throttle_seconds: 0.0,
+            dra_claims: Vec::new(),
         }
     }
 

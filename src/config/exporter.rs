@@ -12,6 +12,11 @@ pub struct ExporterConfig {
     /// (`detail = ["nvlink_links", ...]`, `"full"` for all;
     /// `--metrics-detail` overrides it).
     pub detail: Detail,
+    /// dcgm-exporter's `hpc_job` label on the `DCGM_FI_*` series of
+    /// `--metrics-compat dcgm`: one copy of a GPU's series per Slurm job on
+    /// it (`compat_hpc_job = true`); off by default, as in dcgm-exporter,
+    /// since it multiplies those series.
+    pub compat_hpc_job: bool,
 }
 
 impl Validator<'_> {
@@ -24,6 +29,9 @@ impl Validator<'_> {
                 Err(error) => self.problem("exporter.detail", name.span(), &error.to_string()),
             }
         }
-        ExporterConfig { detail }
+        ExporterConfig {
+            detail,
+            compat_hpc_job: exporter.compat_hpc_job.is_some_and(|on| *on.get_ref()),
+        }
     }
 }

@@ -52,6 +52,8 @@ pub struct RawWorkloads {
 pub struct RawExporter {
     /// Detail sets exported besides the default families; "full" for all.
     pub detail: Option<Vec<Spanned<String>>>,
+    /// dcgm-exporter's `hpc_job` label on the `DCGM_FI_*` series.
+    pub compat_hpc_job: Option<Spanned<bool>>,
 }
 
 /// `[health]`.

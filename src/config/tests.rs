@@ -442,3 +442,19 @@ fn detail_sets_are_read_and_unknown_ones_reported_with_line_and_field() {
         "{text}"
     );
 }
+
+#[test]
+fn the_dcgm_hpc_job_label_is_off_unless_switched_on_and_must_be_a_bool() {
+    assert!(!Config::default().exporter.compat_hpc_job);
+    let on = Config::parse("[exporter]\ncompat_hpc_job = true\n", "on.toml").expect("valid");
+    assert!(on.exporter.compat_hpc_job);
+    let Err(ConfigError::Invalid(problems)) =
+        Config::parse("[exporter]\ncompat_hpc_job = \"yes\"\n", "bad.toml")
+    else {
+        panic!("a string is refused");
+    };
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].line, Some(2));
+    let text = problems[0].to_string();
+    assert!(text.contains("compat_hpc_job"), "{text}");
+}

@@ -127,6 +127,8 @@ pub struct Exporter {
     stale_after: Duration,
     processes: process_metrics::ProcessExport,
     compat: Vec<compat::MetricsCompat>,
+    /// dcgm-exporter's `hpc_job` label on the `DCGM_FI_*` series.
+    compat_hpc_job: bool,
     /// The `process_*` families, read at each scrape.
     head: Registry,
     /// Other components' `gpuwatch_*` metrics, read at each scrape.
@@ -162,6 +164,7 @@ impl Exporter {
             stale_after,
             processes,
             compat: Vec::new(),
+            compat_hpc_job: false,
             head,
             tail: Registry::with_prefix("gpuwatch"),
             cache: Some(cache::Cache::default()),
@@ -187,6 +190,13 @@ impl Exporter {
     /// [`compat`]), unprefixed, from the same snapshots.
     pub fn with_compat(mut self, sets: Vec<compat::MetricsCompat>) -> Exporter {
         self.compat = sets;
+        self
+    }
+
+    /// Adds dcgm-exporter's `hpc_job` label to the `DCGM_FI_*` series (one
+    /// copy of a GPU's series per Slurm job on it); off by default.
+    pub fn with_compat_hpc_job(mut self, hpc_job: bool) -> Exporter {
+        self.compat_hpc_job = hpc_job;
         self
     }
 
@@ -292,10 +302,10 @@ impl Exporter {
         };
         let mut compat = Registry::default();
         if !self.compat.is_empty() {
-            compat.register_collector(Box::new(compat::CompatCollector::new(
-                snapshot.clone(),
-                self.compat.clone(),
-            )));
+            compat.register_collector(Box::new(
+                compat::CompatCollector::new(snapshot.clone(), self.compat.clone())
+                    .with_hpc_job(self.compat_hpc_job),
+            ));
         }
         let mut gpus = Registry::with_prefix("gpuwatch");
         gpus.register_collector(Box::new(GpuCollector {

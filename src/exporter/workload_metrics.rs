@@ -52,7 +52,8 @@ pub fn encode(
 
 /// `kind`, `workload` (its id), `gpu`, `gpu_instance` (MIG), and the
 /// attributes that are known: `user`, `account`, `partition` (Slurm),
-/// `namespace`, `pod` (Kubernetes).
+/// `namespace`, `pod` and, where the pod holds GPUs through DRA,
+/// `dra_claim` (its claims' names, comma-separated; Kubernetes).
 fn labels<'a>(workload: &'a Workload, device: &Device) -> Labels<'a> {
     let mut labels: Labels<'a> = Vec::with_capacity(8);
     labels.push(("kind", Cow::Borrowed(workload.key.kind.as_str())));
@@ -72,6 +73,11 @@ fn labels<'a>(workload: &'a Workload, device: &Device) -> Labels<'a> {
         if let Some(value) = value {
             labels.push((key, Cow::Borrowed(value.as_str())));
         }
+    }
+    if !a.dra_claims.is_empty() {
+        let mut names: Vec<&str> = a.dra_claims.iter().map(|c| c.name.as_str()).collect();
+        names.dedup();
+        labels.push(("dra_claim", Cow::Owned(names.join(","))));
     }
     labels
 }

@@ -123,15 +123,15 @@ const EVENT_INSERT: (&str, usize, &str) = (
 const WORKLOAD_UPSERT: (&str, usize, &str) = (
     "INSERT INTO workload (kind, id, started, ended, last_seen, user, account, partition, \
      namespace, pod, command, gpus, gpu_seconds, sm_active_seconds, energy_joules, \
-     peak_memory_bytes, xid_errors, throttle_seconds)",
-    18,
+     peak_memory_bytes, xid_errors, throttle_seconds, dra_claims)",
+    19,
     "ON CONFLICT (kind, id, started) DO UPDATE SET ended = excluded.ended, \
      last_seen = excluded.last_seen, user = excluded.user, account = excluded.account, \
      partition = excluded.partition, namespace = excluded.namespace, pod = excluded.pod, \
      command = excluded.command, gpus = excluded.gpus, gpu_seconds = excluded.gpu_seconds, \
      sm_active_seconds = excluded.sm_active_seconds, energy_joules = excluded.energy_joules, \
      peak_memory_bytes = excluded.peak_memory_bytes, xid_errors = excluded.xid_errors, \
-     throttle_seconds = excluded.throttle_seconds",
+     throttle_seconds = excluded.throttle_seconds, dra_claims = excluded.dra_claims",
 );
 
 const COUNTER_INSERT: (&str, usize, &str) = (
@@ -201,7 +201,8 @@ pub async fn commit(pool: &SqlitePool, batch: &Batch) -> Result<usize, sqlx::Err
         args.add(w.energy_joules)?;
         args.add(w.peak_memory_bytes)?;
         args.add(w.xid_errors)?;
-        args.add(w.throttle_seconds)
+        args.add(w.throttle_seconds)?;
+        args.add(w.dra_claims.as_deref())
     })
     .await?;
     let counters: Vec<_> = batch.counters.iter().collect();

@@ -207,3 +207,59 @@ async fn a_jobs_summary_while_it_runs_after_it_ends_and_after_a_restart() {
     assert_eq!(killed.len(), 1, "{found:?}");
     assert_eq!(killed[0].ended, Some((START + 200) as f64), "{found:?}");
 }
+
+#[tokio::test]
+async fn a_pods_dra_claims_are_kept_with_its_summary() {
+    use crate::gpu::{DraClaim, PodContainer};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open_for_writing(&dir.path().join("h.db"), Durability::Normal)
+        .await
+        .expect("open");
+    let writer = Writer::start(&store, 1000);
+    let mut accounts = Accounts::default();
+    let claim = |device: &str| DraClaim {
+        namespace: "ml".into(),
+        name: "train-gpus".into(),
+        driver: "gpu.nvidia.com".into(),
+        pool: "node-a".into(),
+        device: device.into(),
+    };
+    let process = |device: &str| GpuProcess {
+        pid: 30,
+        pod: Some(Arc::new(PodContainer {
+            namespace: "ml".into(),
+            pod: "train-0".into(),
+            container: "main".into(),
+        })),
+        dra_claim: Some(Arc::new(claim(device))),
+        ..GpuProcess::default()
+    };
+    for s in 0..=5 {
+        let mut snapshot = testing::snapshot(
+            UNIX_EPOCH + Duration::from_secs(START + s),
+            vec![
+                GpuSnapshot {
+                    processes: Arc::new(vec![process("gpu-3")]),
+                    ..testing::gpu(0)
+                },
+                GpuSnapshot {
+                    processes: Arc::new(vec![process("gpu-1")]),
+                    ..testing::gpu(1)
+                },
+            ],
+        );
+        accounts.step(&snapshot);
+        snapshot.workloads = Arc::new(accounts.table());
+        writer.tx.send(Arc::new(snapshot)).await.expect("send");
+    }
+    writer.finish().await;
+    let found = workloads(&store.pool, &all()).await.expect("query");
+    let pod = found
+        .iter()
+        .find(|w| w.id == "ml/train-0")
+        .unwrap_or_else(|| panic!("no pod in {found:?}"));
+    assert_eq!(pod.kind, "pod");
+    // Each GPU's processes name their own device; the pod keeps both.
+    assert_eq!(pod.dra_claims, vec![claim("gpu-1"), claim("gpu-3")]);
+    assert_eq!(pod.gpus, ["0", "1"]);
+}

@@ -65,6 +65,9 @@ pub struct WorkloadRecord {
     pub xid_errors: i64,
     /// Seconds its GPUs throttled while it ran.
     pub throttle_seconds: f64,
+    /// Kubernetes: the DRA claims through which the pod held its GPUs
+    /// (namespace, name, driver, pool, device); empty without DRA.
+    pub dra_claims: Vec<crate::gpu::DraClaim>,
 }
 
 /// The workloads `filter` asks for, newest first.
@@ -74,7 +77,7 @@ pub async fn workloads(
 ) -> Result<Vec<WorkloadRecord>, QueryError> {
     let rows = sqlx::query(
         "SELECT kind, id, started, ended, user, account, partition, namespace, pod, command, gpus, \
-         gpu_seconds, sm_active_seconds, energy_joules, peak_memory_bytes, xid_errors, throttle_seconds \
+         gpu_seconds, sm_active_seconds, energy_joules, peak_memory_bytes, xid_errors, throttle_seconds, dra_claims \
          FROM workload WHERE started < ? AND (ended IS NULL OR ended >= ?) \
          AND (? IS NULL OR kind = ?) AND (? IS NULL OR user = ?) \
          ORDER BY started DESC, kind, id",
@@ -129,7 +132,15 @@ fn record(row: &sqlx::sqlite::SqliteRow) -> Result<WorkloadRecord, sqlx::Error> 
         efficiency: (gpu_seconds > 0.0).then(|| (sm_active_seconds / gpu_seconds).clamp(0.0, 1.0)),
         xid_errors: row.try_get("xid_errors")?,
         throttle_seconds: row.try_get("throttle_seconds")?,
+        dra_claims: dra_claims(row.try_get("dra_claims")?),
     })
+}
+
+/// The claims of a row's `dra_claims` JSON; none where it is absent or
+/// unreadable (a summary's other figures are still worth showing).
+fn dra_claims(json: Option<String>) -> Vec<crate::gpu::DraClaim> {
+    json.and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
 }
 
 impl WorkloadRecord {
@@ -162,6 +173,7 @@ impl WorkloadRecord {
             efficiency: workload.total().efficiency(),
             xid_errors: row.xid_errors,
             throttle_seconds: row.throttle_seconds,
+            dra_claims: workload.attributes.dra_claims.clone(),
         }
     }
 

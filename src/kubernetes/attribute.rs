@@ -14,12 +14,17 @@
 //!   pod that sees every GPU without requesting one), for a UID seen on
 //!   devices held by different pods, or for an unknown UID on a shared GPU.
 //!   Those keep their pod UID only.
+//!
+//! Devices allocated by DRA (NVIDIA's `gpu.nvidia.com` driver) meet the GPU
+//! by its minor number (see [`super::dra`]) and then count like the device
+//! plugin's; a process attributed through one claim also gets that claim.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::gpu::{GpuProcess, GpuSnapshot, PodAllocation, PodContainer};
+use crate::gpu::{DraClaim, GpuProcess, GpuSnapshot, PodAllocation, PodContainer};
 
+use super::dra::{self, DraDevice};
 use super::PodAllocations;
 
 /// NVIDIA's extended resources (`nvidia.com/gpu`, `nvidia.com/mig-*`): the
@@ -38,7 +43,7 @@ pub fn attribute(gpus: &mut [GpuSnapshot], allocations: &PodAllocations) {
         }
         let pods = gpu.pods.clone();
         for process in Arc::make_mut(&mut gpu.processes) {
-            process.pod = pod_uid(process).and_then(|uid| {
+            let holders = pod_uid(process).and_then(|uid| {
                 let mut candidates = candidates(&pods, process.gpu_instance_id);
                 if single_pod(&candidates).is_none() {
                     let Some(Some((namespace, name))) = learned.get(uid) else {
@@ -46,8 +51,13 @@ pub fn attribute(gpus: &mut [GpuSnapshot], allocations: &PodAllocations) {
                     };
                     candidates.retain(|a| a.owner.namespace == *namespace && a.owner.pod == *name);
                 }
-                owner(&candidates)
+                Some(candidates)
             });
+            process.pod = holders.as_deref().and_then(owner);
+            process.dra_claim = holders
+                .as_deref()
+                .filter(|_| process.pod.is_some())
+                .and_then(single_claim);
         }
     }
 }
@@ -72,8 +82,20 @@ fn gpu_allocations(gpu: &GpuSnapshot, allocations: &PodAllocations) -> Vec<PodAl
             .iter()
             .map(move |h| (h, Some(m.gpu_instance_id)))
     });
+    let minor = gpu.identity.minor_number;
+    let dra = allocations
+        .dra_holders()
+        .iter()
+        .filter(|(device, _)| Some(device.minor()) == minor)
+        .filter_map(|(device, holder)| match device {
+            DraDevice::Gpu { .. } => Some((holder, None)),
+            DraDevice::Mig { profile, .. } => {
+                dra::mig_instance(profile, &gpu.mig_instances).map(|id| (holder, Some(id)))
+            }
+        });
     let mut out: Vec<PodAllocation> = whole
         .chain(mig)
+        .chain(dra)
         .filter(|_| !gpu.uuid.is_empty())
         .map(|(holder, gpu_instance_id)| PodAllocation {
             gpu_instance_id,
@@ -143,6 +165,16 @@ fn single_pod<'a>(candidates: &[&'a PodAllocation]) -> Option<&'a PodContainer> 
         .then_some(&**first)
 }
 
+/// The DRA claim of `candidates` (all one pod) when they hold the device
+/// through exactly one claim.
+fn single_claim(candidates: &[&PodAllocation]) -> Option<Arc<DraClaim>> {
+    let mut claims = candidates.iter().filter_map(|a| a.claim.as_ref());
+    let first = claims.next()?;
+    claims
+        .all(|c| c.namespace == first.namespace && c.name == first.name)
+        .then(|| first.clone())
+}
+
 /// The container of `candidates` (all one pod, or nothing is claimed); its
 /// container name empty when several containers of the pod hold the device.
 fn owner(candidates: &[&PodAllocation]) -> Option<Arc<PodContainer>> {
@@ -163,3 +195,6 @@ fn owner(candidates: &[&PodAllocation]) -> Option<Arc<PodContainer>> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod dra_tests;

@@ -17,6 +17,7 @@
 pub mod api;
 pub mod attribute;
 pub mod client;
+pub mod dra;
 pub mod watcher;
 
 use std::collections::HashMap;
@@ -24,7 +25,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::gpu::{KubeletStatus, PodAllocation, PodContainer};
+use crate::gpu::{DraClaim, KubeletStatus, PodAllocation, PodContainer};
+
+use dra::DraDevice;
+
+/// How many distinct device names of NVIDIA's DRA driver that are not
+/// GPU or MIG names one answer keeps (for the log), so that a flood of
+/// odd names cannot grow it.
+pub const MAX_UNMAPPED_DRA_NAMES: usize = 8;
 
 pub use attribute::attribute;
 
@@ -53,6 +61,15 @@ pub struct PodAllocations {
     /// containers holding it (`gpu_instance_id` is set only once matched to
     /// a GPU's MIG instance).
     by_device: HashMap<String, Vec<PodAllocation>>,
+    /// Devices allocated through DRA claims of NVIDIA's GPU driver, by the
+    /// device their name names (matched to GPUs by minor number).
+    dra: Vec<(DraDevice, PodAllocation)>,
+    /// Device names of NVIDIA's GPU driver that name no GPU or MIG device
+    /// (at most [`MAX_UNMAPPED_DRA_NAMES`], sorted): not mapped, logged.
+    pub unmapped_dra_names: Vec<String>,
+    /// How many DRA devices of NVIDIA's GPU driver were not mapped for
+    /// their name, all counted (the names kept are bounded).
+    pub unmapped_dra_devices: u64,
     /// `None` while there is no socket to ask (not a Kubernetes node).
     pub status: Option<KubeletStatus>,
 }
@@ -62,7 +79,7 @@ impl PodAllocations {
     /// resource: only those equal to a GPU's or MIG instance's UUID ever
     /// match, so other vendors' devices are ignored by construction.
     pub fn from_response(response: &api::ListPodResourcesResponse) -> PodAllocations {
-        let mut by_device: HashMap<String, Vec<PodAllocation>> = HashMap::new();
+        let mut allocations = PodAllocations::default();
         for pod in &response.pod_resources {
             for container in &pod.containers {
                 let owner = Arc::new(PodContainer {
@@ -72,23 +89,68 @@ impl PodAllocations {
                 });
                 for devices in &container.devices {
                     for id in &devices.device_ids {
-                        let holders = by_device.entry(device_uuid(id).to_string()).or_default();
+                        let holders = allocations
+                            .by_device
+                            .entry(device_uuid(id).to_string())
+                            .or_default();
                         let holder = PodAllocation {
                             owner: owner.clone(),
                             resource: devices.resource_name.clone(),
                             gpu_instance_id: None,
+                            claim: None,
                         };
                         if !holders.contains(&holder) {
                             holders.push(holder);
                         }
                     }
                 }
+                for claim in &container.dynamic_resources {
+                    allocations.add_claim(&owner, claim);
+                }
             }
         }
-        PodAllocations {
-            by_device,
-            status: None,
+        allocations.unmapped_dra_names.sort();
+        allocations
+    }
+
+    /// Adds the devices of NVIDIA's GPU driver in one DRA claim of `owner`.
+    fn add_claim(&mut self, owner: &Arc<PodContainer>, claim: &api::DynamicResource) {
+        for resource in &claim.claim_resources {
+            if resource.driver_name != dra::NVIDIA_GPU_DRIVER {
+                continue;
+            }
+            let Some(device) = dra::parse_device_name(&resource.device_name) else {
+                self.unmapped_dra_devices += 1;
+                let name = &resource.device_name;
+                if self.unmapped_dra_names.len() < MAX_UNMAPPED_DRA_NAMES
+                    && !self.unmapped_dra_names.contains(name)
+                {
+                    self.unmapped_dra_names.push(name.clone());
+                }
+                continue;
+            };
+            let holder = PodAllocation {
+                owner: owner.clone(),
+                resource: resource.driver_name.clone(),
+                gpu_instance_id: None,
+                claim: Some(Arc::new(DraClaim {
+                    namespace: claim.claim_namespace.clone(),
+                    name: claim.claim_name.clone(),
+                    driver: resource.driver_name.clone(),
+                    pool: resource.pool_name.clone(),
+                    device: resource.device_name.clone(),
+                })),
+            };
+            let entry = (device, holder);
+            if !self.dra.contains(&entry) {
+                self.dra.push(entry);
+            }
         }
+    }
+
+    /// The devices allocated through DRA claims of NVIDIA's GPU driver.
+    pub fn dra_holders(&self) -> &[(DraDevice, PodAllocation)] {
+        &self.dra
     }
 
     /// Who holds the device with this UUID (GPU or MIG device).
@@ -98,7 +160,7 @@ impl PodAllocations {
 
     /// Whether the kubelet reported no allocation at all.
     pub fn is_empty(&self) -> bool {
-        self.by_device.is_empty()
+        self.by_device.is_empty() && self.dra.is_empty()
     }
 }
 
@@ -132,7 +194,80 @@ mod tests {
                 resource_name: resource.into(),
                 device_ids: ids.iter().map(|s| s.to_string()).collect(),
             }],
+            dynamic_resources: Vec::new(),
         }
+    }
+
+    fn claim_resource(driver: &str, device: &str) -> ClaimResource {
+        ClaimResource {
+            cdi_devices: vec![CdiDevice {
+                name: format!("k8s.{driver}/device={device}"),
+            }],
+            driver_name: driver.into(),
+            pool_name: "node-1".into(),
+            device_name: device.into(),
+        }
+    }
+
+    #[test]
+    fn dra_claims_of_nvidias_driver_are_kept_by_device_and_odd_names_counted() {
+        let claim = DynamicResource {
+            claim_name: "train-gpus".into(),
+            claim_namespace: "ml".into(),
+            claim_resources: vec![
+                claim_resource("gpu.nvidia.com", "gpu-1"),
+                claim_resource("gpu.nvidia.com", "gpu-0-mig-19-4-1"),
+                claim_resource("gpu.nvidia.com", "gpu-x"),
+                claim_resource("gpu.nvidia.com", "gpu-x"),
+                claim_resource("compute-domain.nvidia.com", "channel-0"),
+            ],
+        };
+        let response = ListPodResourcesResponse {
+            pod_resources: vec![PodResources {
+                name: "train-0".into(),
+                namespace: "ml".into(),
+                containers: vec![ContainerResources {
+                    dynamic_resources: vec![claim],
+                    ..container("trainer", "nvidia.com/gpu", &[])
+                }],
+            }],
+        };
+        // Through the wire format, as the kubelet sends it.
+        let bytes = prost::Message::encode_to_vec(&response);
+        let decoded: ListPodResourcesResponse =
+            prost::Message::decode(bytes.as_slice()).expect("decodes");
+        let allocations = PodAllocations::from_response(&decoded);
+        let devices: Vec<_> = allocations
+            .dra_holders()
+            .iter()
+            .map(|(d, _)| d.clone())
+            .collect();
+        assert_eq!(
+            devices,
+            vec![
+                DraDevice::Gpu { minor: 1 },
+                DraDevice::Mig {
+                    minor: 0,
+                    profile: "19".into(),
+                    start: 4,
+                    size: 1
+                }
+            ]
+        );
+        let claim = allocations.dra_holders()[0].1.claim.clone().expect("claim");
+        assert_eq!(
+            (
+                claim.namespace.as_str(),
+                claim.name.as_str(),
+                claim.pool.as_str(),
+                claim.device.as_str()
+            ),
+            ("ml", "train-gpus", "node-1", "gpu-1")
+        );
+        assert_eq!(allocations.dra_holders()[0].1.owner.container, "trainer");
+        assert_eq!(allocations.unmapped_dra_names, vec!["gpu-x".to_string()]);
+        assert_eq!(allocations.unmapped_dra_devices, 2);
+        assert!(!allocations.is_empty());
     }
 
     #[test]

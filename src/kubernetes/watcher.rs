@@ -30,6 +30,8 @@ pub async fn start(settings: KubeletSettings) -> PodAllocationsReceiver {
     let mut errors = 0u64;
     let (first, mut seen) = ask(&settings, &PodAllocations::default(), &mut errors).await;
     log_transition(&settings, &Seen::Nothing, &seen, &first);
+    let mut unmapped = Vec::new();
+    log_unmapped(&mut unmapped, &first);
     let (sender, receiver) = watch::channel(Arc::new(first));
     tokio::spawn(async move {
         let start = tokio::time::Instant::now() + settings.refresh_interval;
@@ -43,6 +45,7 @@ pub async fn start(settings: KubeletSettings) -> PodAllocationsReceiver {
             let last = sender.borrow().clone();
             let (next, now_seen) = ask(&settings, &last, &mut errors).await;
             log_transition(&settings, &seen, &now_seen, &next);
+            log_unmapped(&mut unmapped, &next);
             seen = now_seen;
             sender.send_if_modified(|current| {
                 if **current == next {
@@ -83,6 +86,23 @@ async fn ask(
             });
             (kept, Seen::Failing(error.to_string()))
         }
+    }
+}
+
+/// Warns once about the DRA device names of NVIDIA's GPU driver that name
+/// no GPU or MIG device, each time that set changes (`logged`: the set
+/// last warned about).
+fn log_unmapped(logged: &mut Vec<String>, value: &PodAllocations) {
+    if value.unmapped_dra_names == *logged {
+        return;
+    }
+    logged.clone_from(&value.unmapped_dra_names);
+    if !logged.is_empty() {
+        warn!(
+            names = ?logged,
+            devices = value.unmapped_dra_devices,
+            "DRA devices of gpu.nvidia.com whose names are neither gpu-<minor> nor gpu-<minor>-mig-<profile>-<start>-<size>: their pods are not attributed to a GPU through them. Report the names with your DRA driver's version."
+        );
     }
 }
 

@@ -211,7 +211,11 @@ impl Accounts {
                 last_seen: now,
                 devices: BTreeMap::new(),
             });
+            // A pod's claims on its other GPUs stay: claims are fixed for
+            // a pod's life, and each GPU's processes name only their own.
+            let claims = std::mem::take(&mut workload.attributes.dra_claims);
             workload.attributes = group.attributes;
+            workload.attributes.merge_dra_claims(claims);
             workload.last_seen = now;
             let usage = workload.devices.entry(device).or_default();
             usage.peak_memory_bytes = usage.peak_memory_bytes.max(group.memory);

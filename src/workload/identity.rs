@@ -30,6 +30,7 @@ pub fn of_process(process: &GpuProcess) -> (WorkloadKey, WorkloadAttributes) {
     if let Some(pod) = &process.pod {
         attributes.namespace = Some(pod.namespace.clone());
         attributes.pod = Some(pod.pod.clone());
+        attributes.dra_claims = process.dra_claim.iter().map(|c| (**c).clone()).collect();
         let id = format!("{}/{}", pod.namespace, pod.pod);
         return (key(WorkloadKind::Pod, id), attributes);
     }

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use gpuwatch::kubernetes::api::{
-    ContainerDevices, ContainerResources, ListPodResourcesRequest, ListPodResourcesResponse,
-    PodResources, LIST_PATH, SERVICE_NAME,
+    CdiDevice, ClaimResource, ContainerDevices, ContainerResources, DynamicResource,
+    ListPodResourcesRequest, ListPodResourcesResponse, PodResources, LIST_PATH, SERVICE_NAME,
 };
 use tonic::body::Body;
 use tonic::codegen::{http, Service};
@@ -162,9 +162,57 @@ pub fn pods(pods: Vec<Pod>) -> Answer {
                             resource_name: resource.into(),
                             device_ids: ids,
                         }],
+                        dynamic_resources: Vec::new(),
                     })
                     .collect(),
             })
+            .collect(),
+    })
+}
+
+/// A pod whose container holds one DRA claim, for [`dra_pods`]: namespace,
+/// name, container, claim name, and the claim's devices as (driver, pool,
+/// device name).
+pub type DraPod<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    Vec<(&'a str, &'a str, &'a str)>,
+);
+
+/// A `List` answer holding `pods`, their devices all allocated through DRA
+/// (`dynamic_resources`, no device plugin), with the CDI device names
+/// NVIDIA's driver writes.
+pub fn dra_pods(pods: Vec<DraPod>) -> Answer {
+    Answer::Pods(ListPodResourcesResponse {
+        pod_resources: pods
+            .into_iter()
+            .map(
+                |(namespace, name, container, claim, devices)| PodResources {
+                    name: name.into(),
+                    namespace: namespace.into(),
+                    containers: vec![ContainerResources {
+                        name: container.into(),
+                        devices: Vec::new(),
+                        dynamic_resources: vec![DynamicResource {
+                            claim_name: claim.into(),
+                            claim_namespace: namespace.into(),
+                            claim_resources: devices
+                                .into_iter()
+                                .map(|(driver, pool, device)| ClaimResource {
+                                    cdi_devices: vec![CdiDevice {
+                                        name: format!("k8s.{driver}/claim={device}"),
+                                    }],
+                                    driver_name: driver.into(),
+                                    pool_name: pool.into(),
+                                    device_name: device.into(),
+                                })
+                                .collect(),
+                        }],
+                    }],
+                },
+            )
             .collect(),
     })
 }

@@ -33,6 +33,7 @@ nvml_functions!(
     nvmlDeviceGetHandleByIndex_v2,
     nvmlDeviceGetHandleByUUID,
     nvmlDeviceGetIndex,
+    nvmlDeviceGetMinorNumber,
     nvmlDeviceGetName,
     nvmlDeviceGetUUID,
     nvmlDeviceGetSerial,

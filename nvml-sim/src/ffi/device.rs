@@ -31,6 +31,8 @@ macro_rules! getter {
 
 getter!(/// NVML index of the device.
     nvmlDeviceGetIndex, c_uint, |gpu, _t| Ok(gpu.config().index as c_uint));
+getter!(/// Device node minor number (`/dev/nvidia<N>`).
+    nvmlDeviceGetMinorNumber, c_uint, |gpu, _t| Ok(gpu.config().minor_number as c_uint));
 getter!(/// Utilization rates, %.
     nvmlDeviceGetUtilizationRates, nvmlUtilization_t, |gpu, t| gpu
         .utilization(t)

@@ -57,6 +57,8 @@ pub struct GpuConfig {
     pub serial: String,
     /// PCI bus id.
     pub pci_bus_id: String,
+    /// Device node minor number (`nvmlDeviceGetMinorNumber`).
+    pub minor_number: u32,
     /// PCI bus number.
     pub bus: u32,
     /// The `[[gpu]]` entry this GPU came from.
@@ -299,7 +301,7 @@ impl Builder<'_> {
             let path = format!("gpu[{entry}]");
             self.validate_gpu(spec, &path, spanned.span())?;
             let count = spec.count.as_ref().map_or(1, |c| *c.get_ref());
-            for _ in 0..count {
+            for replica in 0..count {
                 let index = gpus.len();
                 let pci_bus_id = spec
                     .pci_bus_id
@@ -317,6 +319,9 @@ impl Builder<'_> {
                         .unwrap_or_else(|| identity::serial(self.file.seed, index)),
                     bus: identity::parse_bus(&pci_bus_id).unwrap_or_else(|| identity::bus(index)),
                     pci_bus_id,
+                    minor_number: spec
+                        .minor_number
+                        .map_or(index as u32, |first| first.saturating_add(replica)),
                     spec: spec.clone(),
                 });
             }

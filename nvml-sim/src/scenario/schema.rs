@@ -108,6 +108,11 @@ pub struct GpuSpec {
     pub serial: Option<String>,
     /// Explicit PCI bus id such as `00000000:18:00.0` (only with count = 1).
     pub pci_bus_id: Option<String>,
+    /// Device node minor number (`/dev/nvidia<N>`) of the entry's first GPU,
+    /// the next ones counting up; absent: the NVML index. Real nodes can
+    /// differ (minor follows PCI probe order, the index PCI bus order), and
+    /// NVIDIA's DRA driver names GPUs by minor.
+    pub minor_number: Option<u32>,
     /// Combined PCI device/vendor id (0x233010DE for an H100 SXM).
     pub pci_device_id: u32,
     /// Framebuffer size.
@@ -182,6 +187,7 @@ impl Default for GpuSpec {
             uuid: None,
             serial: None,
             pci_bus_id: None,
+            minor_number: None,
             pci_device_id: 0x2330_10DE,
             memory_total_mib: 81559,
             memory_reserved_mib: 527,

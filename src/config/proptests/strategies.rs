@@ -14,6 +14,7 @@ const SECTIONS: &[&str] = &[
     "[capacity] memory_margin alert_for",
     "[kubernetes] pod_resources_socket refresh_interval timeout",
     "[workloads] hpc_job_mapping_dir",
+    "[exporter] detail:l compat_hpc_job:b",
     "[[receivers]] name type url headers:t bearer_token bearer_token_env bearer_token_file username password password_env password_file timeout resend_interval retry_min retry_max severities:l match:t match_re:t repeat_interval group_wait smarthost from to:l tls ca_file hello_name",
     "[[profiles]] name memory sm_share:f model",
     "[[rules]] name enabled:b condition for keep_firing_for clear:f severity labels:t annotations:t",

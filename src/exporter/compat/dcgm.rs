@@ -1,6 +1,8 @@
 //! dcgm-exporter's names: `DCGM_FI_*` families with its labels (`gpu`,
 //! `UUID`, `pci_bus_id`, `device`, `modelName`, `Hostname`,
-//! `DCGM_FI_DRIVER_VERSION`) and units (%, MiB, MHz, W, mJ, °C).
+//! `DCGM_FI_DRIVER_VERSION`) and units (%, MiB, MHz, W, mJ, °C); with
+//! `hpc_job` and DRA claims, one copy of a GPU's series per job and claim
+//! device (see [`super::dcgm_workload`]).
 //!
 //! HELP texts and types are those of dcgm-exporter's
 //! `etc/default-counters.csv` and `etc/dcp-metrics-included.csv`, with one
@@ -20,6 +22,7 @@ use crate::exporter::families::{families, Family};
 use crate::gpu::{GpuSnapshot, Snapshot};
 
 use super::dcgm_labels::labels;
+use super::dcgm_workload::{copies, Extra};
 use super::tidy;
 
 const MIB: u64 = 1024 * 1024;
@@ -95,19 +98,26 @@ fn nvlink_total(gpu: &GpuSnapshot, kind: &str) -> Option<f64> {
         .map(|n| n as f64)
 }
 
-/// Encodes the `DCGM_FI_*` families of `snapshot`.
-pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
+/// Encodes the `DCGM_FI_*` families of `snapshot`; with `hpc_job`, one
+/// copy of a GPU's series per Slurm job on it.
+pub fn encode(snapshot: &Snapshot, hpc_job: bool, encoder: &mut DescriptorEncoder) -> fmt::Result {
     let mut f = Families::new();
     for gpu in &snapshot.gpus {
-        f.add(snapshot, gpu);
+        for extra in copies(gpu, None, hpc_job) {
+            f.add(snapshot, gpu, &extra);
+        }
     }
     f.encode(encoder)?;
-    super::dcgm_prof::encode(snapshot, encoder)
+    super::dcgm_prof::encode(snapshot, hpc_job, encoder)
 }
 
 impl<'a> Families<'a> {
-    fn add(&mut self, snapshot: &'a Snapshot, gpu: &'a GpuSnapshot) {
-        let id = || labels(snapshot, gpu);
+    fn add(&mut self, snapshot: &'a Snapshot, gpu: &'a GpuSnapshot, extra: &Extra) {
+        let id = || {
+            let mut l = labels(snapshot, gpu);
+            l.extend(extra.iter().cloned());
+            l
+        };
         let r = &gpu.readings;
         self.sm_clock
             .push_some(id(), r.sm_clock_hertz.map(|hz| tidy(hz / 1e6)));

@@ -14,9 +14,15 @@ pub(super) fn labels<'a>(snapshot: &'a Snapshot, gpu: &'a GpuSnapshot) -> Labels
         ("gpu", Cow::Owned(gpu.index.to_string())),
         ("UUID", Cow::Borrowed(gpu.uuid.as_str())),
         ("pci_bus_id", text(&identity.pci_bus_id)),
-        // dcgm-exporter names the device node; gpuwatch assumes the usual
-        // /dev/nvidiaN with N the NVML index.
-        ("device", Cow::Owned(format!("nvidia{}", gpu.index))),
+        // dcgm-exporter names the device node, /dev/nvidia<minor>; the NVML
+        // index stands in while the minor number is not known.
+        (
+            "device",
+            Cow::Owned(format!(
+                "nvidia{}",
+                identity.minor_number.unwrap_or(gpu.index)
+            )),
+        ),
         ("modelName", text(&identity.name)),
         ("Hostname", Cow::Borrowed(snapshot.hostname.as_str())),
         (

@@ -22,6 +22,7 @@ use crate::gpu::gpm::GpmMetrics;
 use crate::gpu::Snapshot;
 
 use super::dcgm_labels::labels;
+use super::dcgm_workload::copies;
 use super::tidy;
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -94,8 +95,9 @@ const TRAFFIC: [Field; 4] = [
     ("DCGM_FI_PROF_NVLINK_RX_BYTES", "The rate of data received over NVLink, not including protocol headers, in bytes per second.", |m| m.nvlink_rx_bytes_per_second),
 ];
 
-/// Encodes the `DCGM_FI_PROF_*` families and the NVLink bandwidth total.
-pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
+/// Encodes the `DCGM_FI_PROF_*` families and the NVLink bandwidth total;
+/// with `hpc_job`, one copy of a device's series per Slurm job on it.
+pub fn encode(snapshot: &Snapshot, hpc_job: bool, encoder: &mut DescriptorEncoder) -> fmt::Result {
     let mut activity: Vec<Family> = ACTIVITY
         .iter()
         .map(|(name, help, _)| Family::gauge(name, help, None))
@@ -109,7 +111,6 @@ pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Resu
         "Total number of NVLink bandwidth counters for all lanes.",
     );
     for gpu in snapshot.gpus.iter().filter(|g| g.is_up()) {
-        let id = || labels(snapshot, gpu);
         let instances = &gpu.gpm.instances;
         for instance in instances {
             let profile = gpu
@@ -118,21 +119,33 @@ pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Resu
                 .find(|m| m.gpu_instance_id == instance.gpu_instance_id)
                 .and_then(|m| m.profile.as_deref())
                 .unwrap_or("");
-            let with_instance = || -> Labels {
-                let mut l = id();
-                l.push(("GPU_I_PROFILE", Cow::Borrowed(profile)));
-                l.push(("GPU_I_ID", Cow::Owned(instance.gpu_instance_id.to_string())));
-                l
-            };
-            push_all(&mut activity, &ACTIVITY, with_instance, &instance.metrics);
+            for extra in copies(gpu, Some(instance.gpu_instance_id), hpc_job) {
+                let with_instance = || -> Labels {
+                    let mut l = labels(snapshot, gpu);
+                    l.push(("GPU_I_PROFILE", Cow::Borrowed(profile)));
+                    l.push(("GPU_I_ID", Cow::Owned(instance.gpu_instance_id.to_string())));
+                    l.extend(extra.iter().cloned());
+                    l
+                };
+                push_all(&mut activity, &ACTIVITY, with_instance, &instance.metrics);
+            }
         }
         let Some(m) = &gpu.gpm.gpu else { continue };
-        if instances.is_empty() {
-            push_all(&mut activity, &ACTIVITY, id, m);
-        }
-        push_all(&mut traffic, &TRAFFIC, id, m);
-        if let (Some(tx), Some(rx)) = (m.nvlink_tx_bytes_per_second, m.nvlink_rx_bytes_per_second) {
-            bandwidth.push(id(), tidy((tx + rx) / MIB));
+        for extra in copies(gpu, None, hpc_job) {
+            let id = || -> Labels {
+                let mut l = labels(snapshot, gpu);
+                l.extend(extra.iter().cloned());
+                l
+            };
+            if instances.is_empty() {
+                push_all(&mut activity, &ACTIVITY, id, m);
+            }
+            push_all(&mut traffic, &TRAFFIC, id, m);
+            if let (Some(tx), Some(rx)) =
+                (m.nvlink_tx_bytes_per_second, m.nvlink_rx_bytes_per_second)
+            {
+                bandwidth.push(id(), tidy((tx + rx) / MIB));
+            }
         }
     }
     for family in activity.iter().chain(&traffic) {

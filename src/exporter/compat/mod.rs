@@ -13,6 +13,7 @@
 pub mod dcgm;
 mod dcgm_labels;
 pub mod dcgm_prof;
+mod dcgm_workload;
 pub mod nvidia_smi;
 pub mod nvidia_smi_extra;
 
@@ -92,12 +93,25 @@ impl fmt::Display for MetricsCompat {
 pub struct CompatCollector {
     snapshot: Arc<Snapshot>,
     sets: Vec<MetricsCompat>,
+    hpc_job: bool,
 }
 
 impl CompatCollector {
     /// A collector for `sets`, encoding `snapshot`.
     pub fn new(snapshot: Arc<Snapshot>, sets: Vec<MetricsCompat>) -> CompatCollector {
-        CompatCollector { snapshot, sets }
+        CompatCollector {
+            snapshot,
+            sets,
+            hpc_job: false,
+        }
+    }
+
+    /// Adds dcgm-exporter's `hpc_job` label to the `DCGM_FI_*` series: one
+    /// copy of a GPU's series per Slurm job on it (`[exporter]
+    /// compat_hpc_job`; off by default, as in dcgm-exporter).
+    pub fn with_hpc_job(mut self, hpc_job: bool) -> CompatCollector {
+        self.hpc_job = hpc_job;
+        self
     }
 }
 
@@ -106,7 +120,7 @@ impl Collector for CompatCollector {
         let snapshot = &self.snapshot;
         for set in &self.sets {
             match set {
-                MetricsCompat::Dcgm => dcgm::encode(snapshot, &mut encoder)?,
+                MetricsCompat::Dcgm => dcgm::encode(snapshot, self.hpc_job, &mut encoder)?,
                 MetricsCompat::NvidiaSmi => nvidia_smi::encode(snapshot, &mut encoder)?,
             }
         }

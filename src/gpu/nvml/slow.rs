@@ -68,6 +68,7 @@ impl GpuDevice<'_> {
             serial: tally.call(id, "nvmlDeviceGetSerial", || d.serial()),
             pci_bus_id: None,
             pci_device_id: None,
+            minor_number: tally.call(id, "nvmlDeviceGetMinorNumber", || d.minor_number()),
             temperature_slowdown_celsius: threshold(tally, TemperatureThreshold::Slowdown),
             temperature_shutdown_celsius: threshold(tally, TemperatureThreshold::Shutdown),
             temperature_gpu_max_celsius: threshold(tally, TemperatureThreshold::GpuMax),

@@ -74,6 +74,26 @@ pub struct GpuProcess {
     /// GPU (or MIG instance), when it names exactly one and the process
     /// shows none of its own.
     pub mapped_job: Option<String>,
+    /// The DRA resource claim through which the process's pod holds its
+    /// GPU (or MIG instance), when the pod got it by DRA and through one
+    /// claim.
+    pub dra_claim: Option<Arc<DraClaim>>,
+}
+
+/// A DRA (Dynamic Resource Allocation) resource claim's device, as the
+/// kubelet's pod-resources API reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
+pub struct DraClaim {
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The DRA driver, e.g. `gpu.nvidia.com`.
+    pub driver: String,
+    /// The driver's resource pool.
+    pub pool: String,
+    /// The device in the pool, e.g. `gpu-0`.
+    pub device: String,
 }
 
 /// A job an HPC job mapping directory names for a GPU or MIG instance.
@@ -107,6 +127,9 @@ pub struct PodAllocation {
     /// The MIG GPU instance allocated, for a MIG device; `None` for the whole
     /// GPU (or, with time-slicing, a share of it).
     pub gpu_instance_id: Option<u32>,
+    /// The DRA claim the device was allocated through; `None` for a device
+    /// plugin's allocation.
+    pub claim: Option<Arc<DraClaim>>,
 }
 
 /// One MIG GPU instance (read through its MIG device handle).

@@ -19,6 +19,9 @@ pub struct GpuIdentity {
     pub pci_bus_id: Option<String>,
     /// Combined PCI device and vendor id.
     pub pci_device_id: Option<u32>,
+    /// Device node minor number (`/dev/nvidia<N>`): how NVIDIA's DRA driver
+    /// names the GPU (`gpu-<N>`).
+    pub minor_number: Option<u32>,
     /// Temperature at which the GPU starts to slow down, °C.
     pub temperature_slowdown_celsius: Option<f64>,
     /// Temperature at which the GPU shuts down, °C.
@@ -159,6 +162,7 @@ impl GpuIdentity {
             serial: newer.serial.or_else(|| self.serial.clone()),
             pci_bus_id: newer.pci_bus_id.or_else(|| self.pci_bus_id.clone()),
             pci_device_id: newer.pci_device_id.or(self.pci_device_id),
+            minor_number: newer.minor_number.or(self.minor_number),
             temperature_slowdown_celsius: newer
                 .temperature_slowdown_celsius
                 .or(self.temperature_slowdown_celsius),

@@ -70,7 +70,36 @@ pub struct WorkloadAttributes {
     pub pod: Option<String>,
     /// A plain process's or a container's first process's name.
     pub command: Option<String>,
+    /// Kubernetes: the DRA claims through which the pod holds its GPUs
+    /// (sorted; empty without DRA).
+    pub dra_claims: Vec<super::DraClaim>,
 }
+
+impl WorkloadAttributes {
+    /// The DRA claims of both, sorted and without duplicates, at most
+    /// [`MAX_DRA_CLAIMS`] (a pod holds few claims; the bound keeps a
+    /// workload's attributes small whatever the kubelet says).
+    pub fn merge_dra_claims(&mut self, other: Vec<super::DraClaim>) {
+        self.dra_claims.extend(other);
+        self.dra_claims.sort();
+        self.dra_claims.dedup();
+        self.dra_claims.truncate(MAX_DRA_CLAIMS);
+    }
+
+    /// `namespace/name` of each DRA claim (devices of one claim once).
+    pub fn dra_claim_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .dra_claims
+            .iter()
+            .map(|c| format!("{}/{}", c.namespace, c.name))
+            .collect();
+        names.dedup();
+        names
+    }
+}
+
+/// The most DRA claim devices kept for one workload.
+pub const MAX_DRA_CLAIMS: usize = 16;
 
 /// A workload's use of one GPU (or MIG instance), summed since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]

@@ -39,6 +39,8 @@ pub struct WorkloadRow {
     pub xid_errors: i64,
     /// Seconds its GPUs throttled while it ran.
     pub throttle_seconds: f64,
+    /// A pod's DRA claims, a JSON array; `None` without DRA.
+    pub dra_claims: Option<String>,
 }
 
 impl WorkloadRow {
@@ -76,6 +78,9 @@ impl WorkloadRow {
             peak_memory_bytes: i64::try_from(total.peak_memory_bytes).unwrap_or(i64::MAX),
             xid_errors: i64::try_from(total.xid_errors).unwrap_or(i64::MAX),
             throttle_seconds: total.throttle_seconds,
+            dra_claims: (!a.dra_claims.is_empty())
+                .then(|| serde_json::to_string(&a.dra_claims).ok())
+                .flatten(),
         }
     }
 }

@@ -28,6 +28,7 @@ fn kubelet(pods: &[Pod]) -> PodAllocations {
                             resource_name: resource.to_string(),
                             device_ids: ids.iter().map(|s| s.to_string()).collect(),
                         }],
+                        dynamic_resources: Vec::new(),
                     })
                     .collect(),
             })
@@ -38,7 +39,7 @@ fn kubelet(pods: &[Pod]) -> PodAllocations {
 
 /// A process; `pod_uid` "" for one in a plain docker container, `None` for
 /// a host process.
-fn process(pid: u32, pod_uid: Option<&str>, gpu_instance_id: Option<u32>) -> GpuProcess {
+pub(super) fn process(pid: u32, pod_uid: Option<&str>, gpu_instance_id: Option<u32>) -> GpuProcess {
     let container = pod_uid.map(|uid| Container {
         id: format!("{pid:064x}"),
         runtime: Some(ContainerRuntime::Containerd),
@@ -55,7 +56,7 @@ fn process(pid: u32, pod_uid: Option<&str>, gpu_instance_id: Option<u32>) -> Gpu
     }
 }
 
-fn gpu(index: u32, processes: Vec<GpuProcess>, mig: &[(u32, &str)]) -> GpuSnapshot {
+pub(super) fn gpu(index: u32, processes: Vec<GpuProcess>, mig: &[(u32, &str)]) -> GpuSnapshot {
     GpuSnapshot {
         identity: Arc::default(),
         processes: Arc::new(processes),
@@ -75,7 +76,7 @@ fn gpu(index: u32, processes: Vec<GpuProcess>, mig: &[(u32, &str)]) -> GpuSnapsh
 }
 
 /// "namespace/pod/container" of the process with `pid`, or "-".
-fn owner_of(gpus: &[GpuSnapshot], pid: u32) -> String {
+pub(super) fn owner_of(gpus: &[GpuSnapshot], pid: u32) -> String {
     let process = gpus
         .iter()
         .flat_map(|g| g.processes.iter())
