@@ -240,9 +240,8 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
     // account physics, run by this test's user, as under
     // proctrack/linuxproc), reported by the simulator as GPU 0's process of
     // the `workloads` scenario: the Efficiency dashboard's Slurm panels.
-    let uid = std::os::unix::fs::MetadataExt::uid(
-        &std::fs::metadata("/proc/self").expect("/proc/self"),
-    );
+    let uid =
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("/proc/self"));
     let job = KillOnDrop(
         Command::new("sleep")
             .arg("900")
@@ -263,12 +262,19 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
     let slurm = Agent::start(
         "workloads",
         &["--config", slurm_config.to_str().expect("utf-8 path")],
-        &[("GPUWATCH_SIM_PID_MAP", pid_map.to_str().expect("utf-8 path"))],
+        &[(
+            "GPUWATCH_SIM_PID_MAP",
+            pid_map.to_str().expect("utf-8 path"),
+        )],
     );
     let slurm_metrics = slurm.wait_for("the Slurm job's workload", Duration::from_secs(30), |m| {
         !m.find(
             "gpuwatch_workload_gpu_seconds_total",
-            &[("kind", "slurm_job"), ("workload", "9100001"), ("account", "physics")],
+            &[
+                ("kind", "slurm_job"),
+                ("workload", "9100001"),
+                ("account", "physics"),
+            ],
         )
         .is_empty()
     });
@@ -342,9 +348,7 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
                     "count_over_time(up{job=\"gpuwatch\"}[1m]) >= 5 and on(instance) up == 1",
                 )],
             )?;
-            let recorded = |rule: &str| -> Result<bool, String> {
-                Ok(server.query(rule)? > 0)
-            };
+            let recorded = |rule: &str| -> Result<bool, String> { Ok(server.query(rule)? > 0) };
             Ok(up["result"].as_array().map_or(0, Vec::len) == 3
                 && recorded("instance_account:gpuwatch_workload_gpu_seconds:rate5m")?
                 && recorded("instance_namespace:gpuwatch_workload_gpu_seconds:rate5m")?)

@@ -169,4 +169,3 @@ pub fn lint(file: &str, dashboard: &Value) -> Vec<String> {
     check_datasources(dashboard, file, &mut problems);
     problems
 }
-

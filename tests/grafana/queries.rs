@@ -97,13 +97,16 @@ pub fn recording_rules(rules_yml: &str) -> BTreeMap<String, String> {
 /// The raw series `expr` depends on: its selectors, a recording rule's
 /// replaced by the selectors of the rule's expression (None: a rule that
 /// gpuwatch-rules.yml does not record).
-pub fn raw_selectors(expr: &str, rules: &BTreeMap<String, String>) -> Result<Vec<Selector>, String> {
+pub fn raw_selectors(
+    expr: &str,
+    rules: &BTreeMap<String, String>,
+) -> Result<Vec<Selector>, String> {
     let mut out = Vec::new();
     for (name, matchers) in selectors(expr) {
         if name.contains(':') {
-            let rule = rules
-                .get(&name)
-                .ok_or_else(|| format!("{name} is not recorded by deploy/prometheus/gpuwatch-rules.yml"))?;
+            let rule = rules.get(&name).ok_or_else(|| {
+                format!("{name} is not recorded by deploy/prometheus/gpuwatch-rules.yml")
+            })?;
             out.extend(selectors(rule));
         } else {
             out.push((name, matchers));
