@@ -388,6 +388,15 @@ MISSING_DESC = ("NVIDIA GPUs on the node's PCI bus that NVML does not list (gpuw
                 "fallen off the bus or failed to initialise. Empty where the agent does not scan the bus.")
 
 
+FLEET_RULES = (" Read from the recording rules of group gpuwatch.fleet (deploy/prometheus/gpuwatch-rules.yml), one series "
+               "per node: the GPU choice does not apply.")
+
+
+def node_rule(metric_ops, extra="", level="instance"):
+    """A fleet recording rule (one series per node) of the selected nodes."""
+    return '%s:gpuwatch_%s{instance=~"$instance"%s}' % (level, metric_ops, ", " + extra if extra else "")
+
+
 def fleet():
     L = Layout()
     L.row("Overview")
@@ -398,10 +407,15 @@ def fleet():
                "GPUs that returned GPU_IS_LOST (gpuwatch_gpu_up == 0).", th=BAD_TH, color_mode="background"), 3, 4)
     L.add(stat("Stale agents", targets('count(gpuwatch_up{instance=~"$instance"} == 0) or vector(0)'), "short",
                "Agents whose snapshot is missing or stale (hung NVML).", th=BAD_TH, color_mode="background"), 3, 4)
-    L.add(stat("Average utilization", targets("avg(gpuwatch_gpu_utilization_ratio%s)" % s()), "percentunit"), 3, 4)
-    L.add(stat("Memory used", targets("sum(gpuwatch_memory_used_bytes%s) / sum(gpuwatch_memory_total_bytes%s)" % (s(), s())),
-               "percentunit", "Used over total framebuffer memory of the selected GPUs.", th=RATIO_TH), 3, 4)
-    L.add(stat("Power draw", targets("sum(gpuwatch_power_usage_watts%s)" % s()), "watt"), 3, 4)
+    L.add(stat("Average utilization", targets("sum(%s * %s) / sum(%s)" % (node_rule("gpu_utilization_ratio:avg"),
+                                                                        node_rule("gpu_utilization_ratio:count"),
+                                                                        node_rule("gpu_utilization_ratio:count"))),
+               "percentunit", "Over every GPU of the selected nodes." + FLEET_RULES), 3, 4)
+    L.add(stat("Memory used", targets("sum(%s) / sum(%s)" % (node_rule("memory_used_bytes:sum"), node_rule("memory_total_bytes:sum"))),
+               "percentunit", "Used over total framebuffer memory of every GPU of the selected nodes." + FLEET_RULES,
+               th=RATIO_TH), 3, 4)
+    L.add(stat("Power draw", targets("sum(%s)" % node_rule("power_usage_watts:sum")), "watt",
+               "Of every GPU of the selected nodes." + FLEET_RULES), 3, 4)
     L.add(stat("Xid errors", targets("sum(gpuwatch_xid_errors_total%s) or vector(0)" % s()), "short",
                "Xid critical errors counted since each agent started.", th=BAD_TH, color_mode="background"), 3, 4)
 
@@ -435,6 +449,11 @@ def fleet():
         "see the alert's action annotation or gpuwatch events).", mn=0), 12, 8)
 
     L.row("Utilization and memory")
+    L.add(timeseries("Utilization per node", targets((node_rule("gpu_utilization_ratio:avg"), "{{instance}}")),
+                     "percentunit", "Average over each node's GPUs." + FLEET_RULES, mn=0, mx=1), 12, 8)
+    L.add(timeseries("Memory used per node", targets(("%s / %s" % (
+        node_rule("memory_used_bytes:sum"), node_rule("memory_total_bytes:sum")), "{{instance}}")),
+        "percentunit", "Used over total framebuffer memory of each node's GPUs." + FLEET_RULES, mn=0, mx=1), 12, 8)
     L.add(timeseries("GPU utilization", targets((named("gpuwatch_gpu_utilization_ratio%s" % s()), GPU_LEGEND)),
                      "percentunit", mn=0, mx=1), 12, 8)
     L.add(timeseries("Memory used", targets((named("gpuwatch_memory_used_bytes%s / gpuwatch_memory_total_bytes%s" % (s(), s())), GPU_LEGEND)),
@@ -455,6 +474,11 @@ def fleet():
     L.add(timeseries("GPUs per active clock-event reason",
                      targets(('sum by (reason) (gpuwatch_clock_event_active%s)' % s('reason!="gpu_idle"'), "{{reason}}")),
                      "short", "How many selected GPUs have each clock-event (throttle) reason active; idle excluded.", mn=0), 12, 8)
+    L.add(timeseries("GPUs throttled per reason (fleet)",
+                     targets(('sum by (reason) (%s)' % node_rule("clock_event_duration_seconds:rate5m", 'reason!="gpu_idle"',
+                                                                  level="instance_reason"), "{{reason}}")),
+                     "short", "GPU-seconds clock-limited per second over the selected nodes, per reason (NVML violation "
+                     "counters): how many GPUs' worth were throttled on average over 5 minutes." + FLEET_RULES, mn=0), 12, 8)
     L.add(timeseries("Time throttled",
                      targets(('sum by (instance, gpu, reason) (rate(gpuwatch_clock_event_duration_seconds_total%s[$__rate_interval]))' % s(),
                               "{{instance}} GPU {{gpu}} {{reason}}")),
@@ -795,8 +819,11 @@ def capacity():
 
 
 def main():
+    from efficiency import efficiency  # imports this module's helpers
+
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dashboards")
-    for name, board in (("gpuwatch-fleet.json", fleet()), ("gpuwatch-gpu.json", detail()), ("gpuwatch-capacity.json", capacity())):
+    for name, board in (("gpuwatch-fleet.json", fleet()), ("gpuwatch-gpu.json", detail()), ("gpuwatch-capacity.json", capacity()),
+                        ("gpuwatch-efficiency.json", efficiency())):
         with open(os.path.join(here, name), "w") as f:
             json.dump(board, f, indent=2)
             f.write("\n")

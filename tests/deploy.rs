@@ -31,7 +31,7 @@ fn alert_rules_pass_promtool_check_rules() {
         &promtool(),
         &["check", "rules", "deploy/prometheus/gpuwatch-rules.yml"],
     );
-    assert!(out.contains("SUCCESS: 29 rules found"), "{out}");
+    assert!(out.contains("SUCCESS: 44 rules found"), "{out}");
 }
 
 #[test]
@@ -67,16 +67,28 @@ fn every_alert_has_a_firing_and_a_quiet_unit_test() {
         &["tests/deploy/check_manifests.py", ".", "rule-tests"],
     );
     assert!(out.contains("each tested firing and not firing"), "{out}");
+    assert!(out.contains("recording rules, each tested"), "{out}");
 }
 
 #[test]
 fn alert_rules_use_only_metrics_gpuwatch_exports() {
-    // Every gpuwatch_* name in the rules is in the README's metric table.
+    // Every gpuwatch_* name in the rules is in the README's metric table;
+    // a recording rule's name (level:metric:operations) is defined in the
+    // file and named in the README.
     let readme = read("README.md");
     let rules = read("deploy/prometheus/gpuwatch-rules.yml");
     let mut checked = 0;
-    for word in rules.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-        if word.starts_with("gpuwatch_") {
+    for word in rules.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')) {
+        if word.contains(":gpuwatch_") {
+            assert!(
+                rules.contains(&format!("record: {word}\n")),
+                "{word} is used but not recorded by gpuwatch-rules.yml"
+            );
+            assert!(
+                readme.contains(&format!("`{word}`")),
+                "recording rule {word} is not named in the README"
+            );
+        } else if word.starts_with("gpuwatch_") {
             assert!(
                 readme.contains(&format!("| `{word}` |")),
                 "{word} is not a metric gpuwatch exports (README table)"

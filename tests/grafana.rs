@@ -2,38 +2,40 @@
 //! linted, and every panel query and template variable is evaluated on a real
 //! Prometheus server scraping real agents on the NVML simulator.
 //!
-//! Two agents are scraped: `h100x8` (a busy 8-GPU node) and the golden
-//! scenario (frozen time; every metric family, Xid errors, fans, a lost GPU).
-//! Each query must succeed everywhere, and return data whenever every
-//! `gpuwatch_*` metric it names exists for the selected node and GPU (under
-//! "All" that is always).
+//! Three agents are scraped: `h100x8` (a busy 8-GPU node), the golden
+//! scenario (frozen time; every metric family, Xid errors, fans, a lost GPU,
+//! a pod and a container workload) and the `workloads` scenario whose GPU 0
+//! runs a real process of a Slurm job (its environment). Each query must
+//! succeed everywhere, and return data whenever every `gpuwatch_*` series it
+//! selects (through the recording rules it reads, too) exists for the
+//! selected node, GPU and workload kind (under "All" that is always).
 
 mod common;
+#[path = "grafana/lint.rs"]
+mod lint;
+#[path = "grafana/queries.rs"]
+mod queries;
 
 use common::kubelet::FakeKubelet;
-use common::promql::{regex_escape, Prometheus};
+use common::promql::Prometheus;
 use common::{fixture, Agent, Metrics};
+use lint::{is_multi, lint, panels, variable, variable_query};
+use queries::{format_values, raw_selectors, recording_rules, substitute, Selector};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-/// Grafana's built-in interval variables, as the test substitutes them.
-const RATE_INTERVAL: &str = "15s";
-const INTERVAL: &str = "1s";
-const RANGE: &str = "1m";
+/// A process killed when the test ends.
+struct KillOnDrop(Child);
 
-/// Panel types of the current schema the dashboards may use.
-const PANEL_TYPES: &[&str] = &[
-    "row",
-    "text",
-    "timeseries",
-    "stat",
-    "gauge",
-    "bargauge",
-    "table",
-    "state-timeline",
-];
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 fn dashboards_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("grafana/dashboards")
@@ -57,215 +59,10 @@ fn dashboards() -> Vec<(String, Value)> {
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     assert!(
-        out.len() >= 3,
-        "expected the fleet, GPU and capacity dashboards, found {}",
+        out.len() >= 4,
+        "expected the fleet, GPU, capacity and efficiency dashboards, found {}",
         out.len()
     );
-    out
-}
-
-/// Every panel, rows' nested panels included.
-fn panels(dashboard: &Value) -> Vec<&Value> {
-    fn walk<'a>(list: &'a Value, out: &mut Vec<&'a Value>) {
-        for panel in list.as_array().into_iter().flatten() {
-            out.push(panel);
-            walk(&panel["panels"], out);
-        }
-    }
-    let mut out = Vec::new();
-    walk(&dashboard["panels"], &mut out);
-    out
-}
-
-fn variable<'a>(dashboard: &'a Value, name: &str) -> Option<&'a Value> {
-    dashboard["templating"]["list"]
-        .as_array()?
-        .iter()
-        .find(|v| v["name"] == name)
-}
-
-fn variable_query(var: &Value) -> String {
-    match &var["query"] {
-        Value::String(s) => s.clone(),
-        other => other["query"].as_str().unwrap_or_default().to_string(),
-    }
-}
-
-fn is_multi(dashboard: &Value, name: &str) -> bool {
-    variable(dashboard, name).is_some_and(|v| v["multi"] == true || v["includeAll"] == true)
-}
-
-/// Checks every `datasource` object in the dashboard: only the variable (or
-/// Grafana's built-in annotations source) is allowed.
-fn check_datasources(value: &Value, at: &str, problems: &mut Vec<String>) {
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map {
-                if key == "datasource" {
-                    let uid = child
-                        .get("uid")
-                        .and_then(Value::as_str)
-                        .or(child.as_str())
-                        .unwrap_or("");
-                    if uid != "${datasource}" && uid != "-- Grafana --" {
-                        problems.push(format!("{at}: datasource {child} is not ${{datasource}}"));
-                    }
-                }
-                check_datasources(child, &format!("{at}.{key}"), problems);
-            }
-        }
-        Value::Array(items) => {
-            for (i, child) in items.iter().enumerate() {
-                check_datasources(child, &format!("{at}[{i}]"), problems);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Lints one dashboard; returns its problems.
-fn lint(file: &str, dashboard: &Value) -> Vec<String> {
-    let mut problems = Vec::new();
-    let mut problem = |p: String| problems.push(format!("{file}: {p}"));
-    let schema = dashboard["schemaVersion"].as_u64().unwrap_or(0);
-    if schema < 39 {
-        problem(format!("schemaVersion {schema} < 39"));
-    }
-    if dashboard.get("__inputs").is_some() || dashboard.get("__requires").is_some() {
-        problem("has __inputs/__requires: export it for provisioning (no external sharing)".into());
-    }
-    let uid = dashboard["uid"].as_str().unwrap_or("");
-    if uid.is_empty() || uid.len() > 40 {
-        problem(format!("uid {uid:?}: Grafana needs 1 to 40 characters"));
-    }
-    if dashboard["title"].as_str().unwrap_or("").is_empty() {
-        problem("no title".into());
-    }
-    match variable(dashboard, "datasource") {
-        Some(v) if v["type"] == "datasource" && variable_query(v) == "prometheus" => {}
-        other => problem(format!(
-            "needs a `datasource` variable of type datasource, query prometheus; found {other:?}"
-        )),
-    }
-    for name in ["instance", "gpu"] {
-        match variable(dashboard, name) {
-            Some(v)
-                if v["type"] == "query"
-                    && variable_query(v).starts_with("label_values(")
-                    && variable_query(v).contains("gpuwatch_gpu_info") => {}
-            other => problem(format!(
-                "needs a `{name}` query variable (label_values on gpuwatch_gpu_info); found {other:?}"
-            )),
-        }
-    }
-    let mut ids = BTreeSet::new();
-    for panel in panels(dashboard) {
-        let title = panel["title"].as_str().unwrap_or("?");
-        let kind = panel["type"].as_str().unwrap_or("");
-        if !PANEL_TYPES.contains(&kind) {
-            problem(format!("panel {title:?}: type {kind:?} is not one of {PANEL_TYPES:?} (deprecated or unknown)"));
-        }
-        if let Some(id) = panel["id"].as_u64() {
-            if !ids.insert(id) {
-                problem(format!("panel {title:?}: duplicate id {id}"));
-            }
-        } else {
-            problem(format!("panel {title:?}: no id"));
-        }
-        if !panel["gridPos"].is_object() {
-            problem(format!("panel {title:?}: no gridPos"));
-        }
-        if kind == "row" || kind == "text" {
-            continue;
-        }
-        let unit = panel["fieldConfig"]["defaults"]["unit"]
-            .as_str()
-            .unwrap_or("");
-        if unit.is_empty() {
-            problem(format!("panel {title:?}: no fieldConfig.defaults.unit"));
-        }
-        if panel["datasource"]["uid"] != "${datasource}" {
-            problem(format!(
-                "panel {title:?}: datasource is not ${{datasource}}"
-            ));
-        }
-        let targets = panel["targets"].as_array().cloned().unwrap_or_default();
-        if targets.is_empty() {
-            problem(format!("panel {title:?}: no targets"));
-        }
-        for target in &targets {
-            if target["datasource"]["uid"] != "${datasource}" {
-                problem(format!(
-                    "panel {title:?}: a target's datasource is not ${{datasource}}"
-                ));
-            }
-            if target["expr"].as_str().unwrap_or("").trim().is_empty() {
-                problem(format!("panel {title:?}: a target has no expr"));
-            }
-        }
-    }
-    check_datasources(dashboard, file, &mut problems);
-    problems
-}
-
-/// The `gpuwatch_*` metric names an expression mentions.
-fn metric_names(expr: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut token = String::new();
-    let mut in_string = false;
-    for c in expr.chars().chain(std::iter::once(' ')) {
-        if c == '"' {
-            in_string = !in_string;
-        }
-        if !in_string && (c.is_ascii_alphanumeric() || c == '_' || c == ':') {
-            token.push(c);
-            continue;
-        }
-        if token.starts_with("gpuwatch_") {
-            names.insert(token.clone());
-        }
-        token.clear();
-    }
-    names
-}
-
-/// A variable's values as Grafana interpolates them into a query.
-fn format_values(values: &[&str], multi: bool) -> String {
-    if values == ["$__all"] {
-        return ".*".into();
-    }
-    if !multi {
-        return values.join(",");
-    }
-    let escaped: Vec<String> = values.iter().map(|v| regex_escape(v)).collect();
-    if escaped.len() == 1 {
-        escaped[0].clone()
-    } else {
-        format!("({})", escaped.join("|"))
-    }
-}
-
-/// Substitutes the template and interval variables.
-fn substitute(expr: &str, instance: &str, gpu: &str) -> String {
-    let mut out = expr.to_string();
-    for (names, value) in [
-        (&["${datasource}", "$datasource"][..], "prometheus"),
-        (
-            &["${instance:regex}", "${instance}", "$instance"][..],
-            instance,
-        ),
-        (&["${gpu:regex}", "${gpu}", "$gpu"][..], gpu),
-        (
-            &["${__rate_interval}", "$__rate_interval"][..],
-            RATE_INTERVAL,
-        ),
-        (&["${__interval}", "$__interval"][..], INTERVAL),
-        (&["${__range}", "$__range"][..], RANGE),
-    ] {
-        for name in names {
-            out = out.replace(name, value);
-        }
-    }
     out
 }
 
@@ -275,8 +72,11 @@ struct Selection {
     /// Node (instance label) → GPUs chosen on it; None = every GPU.
     instances: Vec<String>,
     gpus: Option<Vec<String>>,
+    /// Workload kinds chosen; None = every kind.
+    kinds: Option<Vec<String>>,
     instance_value: String,
     gpu_value: String,
+    kind_value: String,
 }
 
 impl Selection {
@@ -284,6 +84,7 @@ impl Selection {
         dashboard: &Value,
         instances: &[&str],
         gpus: Option<&[&str]>,
+        kinds: Option<&[&str]>,
         all_instances: &[String],
     ) -> Selection {
         let instance_value = if instances.is_empty() {
@@ -295,15 +96,20 @@ impl Selection {
             None => format_values(&["$__all"], true),
             Some(g) => format_values(g, is_multi(dashboard, "gpu")),
         };
+        let kind_value = match kinds {
+            None => format_values(&["$__all"], true),
+            Some(k) => format_values(k, is_multi(dashboard, "kind")),
+        };
         Selection {
             label: format!(
-                "instance={} gpu={}",
+                "instance={} gpu={} kind={}",
                 if instances.is_empty() {
                     "All".to_string()
                 } else {
                     instances.join("|")
                 },
-                gpus.map_or("All".to_string(), |g| g.join("|"))
+                gpus.map_or("All".to_string(), |g| g.join("|")),
+                kinds.map_or("All".to_string(), |k| k.join("|"))
             ),
             instances: if instances.is_empty() {
                 all_instances.to_vec()
@@ -311,21 +117,27 @@ impl Selection {
                 instances.iter().map(|s| s.to_string()).collect()
             },
             gpus: gpus.map(|g| g.iter().map(|s| s.to_string()).collect()),
+            kinds: kinds.map(|k| k.iter().map(|s| s.to_string()).collect()),
             instance_value,
             gpu_value,
+            kind_value,
         }
     }
 
-    /// Whether the chosen nodes export `metric` for the chosen GPUs (or
-    /// without a gpu label).
-    fn exports(&self, scrapes: &BTreeMap<String, Metrics>, metric: &str) -> bool {
+    /// Whether the chosen nodes export a series of `selector` for the
+    /// chosen GPUs and workload kinds (or without a gpu or kind label).
+    fn exports(&self, scrapes: &BTreeMap<String, Metrics>, selector: &Selector) -> bool {
+        let (metric, matchers) = selector;
+        let chosen = |choice: &Option<Vec<String>>, value: Option<&String>| match (choice, value) {
+            (None, _) | (_, None) => true,
+            (Some(values), Some(value)) => values.contains(value),
+        };
         self.instances.iter().any(|instance| {
             scrapes[instance].samples.iter().any(|s| {
-                s.name == metric
-                    && match (&self.gpus, s.labels.get("gpu")) {
-                        (None, _) | (_, None) => true,
-                        (Some(gpus), Some(gpu)) => gpus.contains(gpu),
-                    }
+                s.name == *metric
+                    && matchers.iter().all(|(k, v)| s.labels.get(k) == Some(v))
+                    && chosen(&self.gpus, s.labels.get("gpu"))
+                    && chosen(&self.kinds, s.labels.get("kind"))
             })
         })
     }
@@ -364,6 +176,10 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
     // Kubernetes panel has data.
     let socket = config_dir.path().join("kubelet.sock");
     let _kubelet = FakeKubelet::golden_triton(&socket);
+    // Host facts for the golden scenario's pids from the fixture /proc tree
+    // (as tests/golden.rs): a pod and a container workload, for the
+    // Efficiency dashboard's namespace panels.
+    let proc_root = fixture("fixtures/proc-golden/proc");
     // A PCI bus with the golden GPUs and one the driver never saw, so that
     // the health rows' "missing from the driver" panels have data.
     let pci = config_dir.path().join("pci");
@@ -381,9 +197,10 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
     std::fs::write(
         &config,
         format!(
-            "[[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n[kubernetes]\npod_resources_socket = {:?}\n[health]\npci_devices = {:?}\n",
+            "[[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n[kubernetes]\npod_resources_socket = {:?}\n[health]\npci_devices = {:?}\n[sampler]\nproc_root = {:?}\n",
             socket.to_str().expect("utf-8 path"),
-            pci.to_str().expect("utf-8 path")
+            pci.to_str().expect("utf-8 path"),
+            proc_root.to_str().expect("utf-8 path")
         ),
     )
     .expect("config");
@@ -415,12 +232,59 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
                 && m.has("gpuwatch_gpu_pod_info")
                 && m.has("gpuwatch_gpm_mig_sm_active_ratio")
                 && m.has("gpuwatch_pci_gpus")
+                && !m
+                    .find("gpuwatch_workload_gpu_seconds_total", &[("kind", "pod")])
+                    .is_empty()
         });
+    // A real process of a Slurm job (its environment names job 9100001 of
+    // account physics, run by this test's user, as under
+    // proctrack/linuxproc), reported by the simulator as GPU 0's process of
+    // the `workloads` scenario: the Efficiency dashboard's Slurm panels.
+    let uid =
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("/proc/self"));
+    let job = KillOnDrop(
+        Command::new("sleep")
+            .arg("900")
+            .env("SLURM_JOB_ID", "9100001")
+            .env("SLURM_STEP_ID", "0")
+            .env("SLURM_JOB_UID", uid.to_string())
+            .env("SLURM_JOB_USER", "alice")
+            .env("SLURM_JOB_ACCOUNT", "physics")
+            .env("SLURM_JOB_PARTITION", "gpu")
+            .spawn()
+            .expect("start sleep (coreutils)"),
+    );
+    let pid_map = config_dir.path().join("pid-map");
+    std::fs::write(&pid_map, format!("5001 {}\n", job.0.id())).expect("pid map");
+    // On the simulator the agent reads host facts only from a named /proc.
+    let slurm_config = config_dir.path().join("slurm.toml");
+    std::fs::write(&slurm_config, "[sampler]\nproc_root = \"/proc\"\n").expect("config");
+    let slurm = Agent::start(
+        "workloads",
+        &["--config", slurm_config.to_str().expect("utf-8 path")],
+        &[(
+            "GPUWATCH_SIM_PID_MAP",
+            pid_map.to_str().expect("utf-8 path"),
+        )],
+    );
+    let slurm_metrics = slurm.wait_for("the Slurm job's workload", Duration::from_secs(30), |m| {
+        !m.find(
+            "gpuwatch_workload_gpu_seconds_total",
+            &[
+                ("kind", "slurm_job"),
+                ("workload", "9100001"),
+                ("account", "physics"),
+            ],
+        )
+        .is_empty()
+    });
     let h100_instance = h100.url.trim_start_matches("http://").to_string();
     let golden_instance = golden.url.trim_start_matches("http://").to_string();
+    let slurm_instance = slurm.url.trim_start_matches("http://").to_string();
     let scrapes: BTreeMap<String, Metrics> = [
         (h100_instance.clone(), h100_metrics),
         (golden_instance.clone(), golden_metrics),
+        (slurm_instance.clone(), slurm_metrics),
     ]
     .into_iter()
     .collect();
@@ -430,12 +294,25 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
         .collect();
     let all_instances: Vec<String> = scrapes.keys().cloned().collect();
 
-    // Every metric a dashboard names must exist.
+    // Every metric a dashboard names must exist, and every recording rule
+    // it reads be recorded by the bundled rules.
+    let rules = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/prometheus/gpuwatch-rules.yml"
+    );
+    let records = recording_rules(&std::fs::read_to_string(rules).expect("rules file"));
     for (file, board) in &boards {
         for panel in panels(board) {
             for target in panel["targets"].as_array().into_iter().flatten() {
                 let expr = target["expr"].as_str().unwrap_or("");
-                for name in metric_names(expr) {
+                let selected = match raw_selectors(expr, &records) {
+                    Ok(selected) => selected,
+                    Err(e) => {
+                        problems.push(format!("{file}: {e}: {expr}"));
+                        continue;
+                    }
+                };
+                for (name, _) in selected {
                     if !exported.contains(&name) {
                         problems.push(format!(
                             "{file}: panel {:?} names {name}, which gpuwatch does not export: {expr}",
@@ -452,16 +329,16 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
         problems.join("\n")
     );
 
-    // The bundled alert rules, so the fleet dashboard's alert panels have
-    // ALERTS to show.
-    let rules = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/deploy/prometheus/gpuwatch-rules.yml"
+    // The bundled alert and recording rules, so the fleet dashboard's alert
+    // panels have ALERTS to show and the rule-reading panels their series.
+    let server = Prometheus::start(
+        &[&h100_instance, &golden_instance, &slurm_instance],
+        Some(rules),
     );
-    let server = Prometheus::start(&[&h100_instance, &golden_instance], Some(rules));
-    // Enough scrapes of both nodes for rate() over $__rate_interval.
+    // Enough scrapes of every node for rate() over $__rate_interval, and
+    // the workload recording rules evaluated on them.
     server.poll(
-        "both targets up with 5 scrapes each",
+        "every target up with 5 scrapes, the workload rules recorded",
         Duration::from_secs(45),
         || {
             let up = server.api(
@@ -471,15 +348,21 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
                     "count_over_time(up{job=\"gpuwatch\"}[1m]) >= 5 and on(instance) up == 1",
                 )],
             )?;
-            Ok(up["result"].as_array().map_or(0, Vec::len) == 2)
+            let recorded = |rule: &str| -> Result<bool, String> { Ok(server.query(rule)? > 0) };
+            Ok(up["result"].as_array().map_or(0, Vec::len) == 3
+                && recorded("instance_account:gpuwatch_workload_gpu_seconds:rate5m")?
+                && recorded("instance_namespace:gpuwatch_workload_gpu_seconds:rate5m")?)
         },
     );
     let ready_at = started.elapsed();
 
     // Template variables: label_values(selector, label) through the label API.
     for (file, board) in &boards {
-        for name in ["instance", "gpu"] {
-            let query = variable_query(variable(board, name).expect("linted"));
+        for name in ["instance", "gpu", "kind"] {
+            let Some(var) = variable(board, name) else {
+                continue;
+            };
+            let query = variable_query(var);
             let inner = query
                 .strip_prefix("label_values(")
                 .and_then(|q| q.strip_suffix(')'))
@@ -487,7 +370,7 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
             let (selector, label) = inner
                 .rsplit_once(',')
                 .unwrap_or_else(|| panic!("{file}: {name}: label_values needs a label: {query}"));
-            let selector = substitute(selector.trim(), ".*", ".*");
+            let selector = substitute(selector.trim(), ".*", ".*", ".*");
             let label = label.trim();
             match server.api(
                 &format!("/api/v1/label/{label}/values"),
@@ -502,6 +385,7 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
                         .collect();
                     let wanted: Vec<&str> = match name {
                         "instance" => vec![&h100_instance, &golden_instance],
+                        "kind" => vec!["pod", "container", "slurm_job"],
                         _ => vec!["0", "1", "2", "7"],
                     };
                     for want in wanted {
@@ -521,29 +405,48 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
     let mut evaluated = 0;
     for (file, board) in &boards {
         let multi = is_multi(board, "instance");
-        let mut selections = vec![
-            Selection::new(board, &[&h100_instance], Some(&["0"]), &all_instances),
-            Selection::new(board, &[&golden_instance], Some(&["0"]), &all_instances),
-            Selection::new(board, &[&golden_instance], Some(&["1"]), &all_instances),
-            Selection::new(board, &[&golden_instance], Some(&["2"]), &all_instances),
-        ];
+        let all = &all_instances;
+        let mut selections = if variable(board, "kind").is_some() {
+            // The Efficiency dashboard: nodes and workload kinds.
+            vec![
+                Selection::new(board, &[&h100_instance], None, None, all),
+                Selection::new(board, &[&golden_instance], None, None, all),
+                Selection::new(board, &[&slurm_instance], None, None, all),
+                Selection::new(board, &[&golden_instance], None, Some(&["pod"]), all),
+                Selection::new(board, &[&slurm_instance], None, Some(&["slurm_job"]), all),
+                Selection::new(board, &[], None, Some(&["slurm_job", "container"]), all),
+            ]
+        } else {
+            vec![
+                Selection::new(board, &[&h100_instance], Some(&["0"]), None, all),
+                Selection::new(board, &[&golden_instance], Some(&["0"]), None, all),
+                Selection::new(board, &[&golden_instance], Some(&["1"]), None, all),
+                Selection::new(board, &[&golden_instance], Some(&["2"]), None, all),
+            ]
+        };
         if multi {
-            selections.push(Selection::new(board, &[], None, &all_instances));
+            selections.push(Selection::new(board, &[], None, None, all));
             selections.push(Selection::new(
                 board,
                 &[&h100_instance, &golden_instance],
                 Some(&["0", "1"]),
-                &all_instances,
+                None,
+                all,
             ));
         }
         for panel in panels(board) {
             let title = panel["title"].as_str().unwrap_or("?");
             for target in panel["targets"].as_array().into_iter().flatten() {
                 let expr = target["expr"].as_str().unwrap_or("");
-                let names = metric_names(expr);
+                let selected = raw_selectors(expr, &records).unwrap_or_default();
                 let mut answered_somewhere = false;
                 for selection in &selections {
-                    let query = substitute(expr, &selection.instance_value, &selection.gpu_value);
+                    let query = substitute(
+                        expr,
+                        &selection.instance_value,
+                        &selection.gpu_value,
+                        &selection.kind_value,
+                    );
                     let context = format!("{file}: panel {title:?} ({}): {query}", selection.label);
                     if query.contains('$') {
                         problems.push(format!("{context}: unknown variable left"));
@@ -553,11 +456,11 @@ fn dashboards_lint_and_every_query_answers_on_a_real_prometheus() {
                     // ALERTS depends on alert state, not on what the node
                     // exports: it must answer under some selection only.
                     let applicable = !expr.contains("ALERTS")
-                        && names.iter().all(|n| selection.exports(&scrapes, n));
+                        && selected.iter().all(|n| selection.exports(&scrapes, n));
                     match server.query(&query) {
                         Err(e) => problems.push(format!("{context}: {e}")),
                         Ok(0) if applicable => problems.push(format!(
-                            "{context}: no data, though the node exports {names:?}"
+                            "{context}: no data, though the node exports {selected:?}"
                         )),
                         Ok(0) => {}
                         Ok(_) => answered_somewhere = true,

@@ -7,7 +7,9 @@ kubernetes-validate). Exits 1 with every problem listed.
                                                  writes the ConfigMap's
                                                  gpuwatch.toml to CONFIG_OUT
   check_manifests.py ROOT rule-tests             every alert has a firing and a
-                                                 not-firing unit test
+                                                 not-firing unit test, every
+                                                 recording rule a test of its
+                                                 recorded samples
   check_manifests.py ROOT dashboards DIR         the dashboards ConfigMap
                                                  generated under DIR holds
                                                  DIR/grafana/dashboards/*.json
@@ -319,11 +321,16 @@ def check_dashboards(root, configmap):
 
 def rule_tests(root):
     with open(os.path.join(root, "deploy/prometheus/gpuwatch-rules.yml"), encoding="utf-8") as f:
-        alerts = [r["alert"] for g in yaml.safe_load(f)["groups"] for r in g["rules"] if "alert" in r]
+        rules = [r for g in yaml.safe_load(f)["groups"] for r in g["rules"]]
+    alerts = [r["alert"] for r in rules if "alert" in r]
+    records = [r["record"] for r in rules if "record" in r]
     with open(os.path.join(root, "deploy/prometheus/gpuwatch-rules.test.yml"), encoding="utf-8") as f:
         tests = yaml.safe_load(f)["tests"]
-    firing, quiet = set(), set()
+    firing, quiet, recorded = set(), set(), set()
     for t in tests:
+        for e in t.get("promql_expr_test", []):
+            if e.get("exp_samples"):
+                recorded.add(e["expr"].strip())
         for a in t.get("alert_rule_test", []):
             (firing if a.get("exp_alerts") else quiet).add(a["alertname"])
             for e in a.get("exp_alerts") or []:
@@ -334,7 +341,11 @@ def rule_tests(root):
         check(alert in quiet, f"{alert}: no unit test where it does not fire")
     unknown = (firing | quiet) - set(alerts)
     check(not unknown, f"tests of alerts that do not exist: {sorted(unknown)}")
-    print(f"{len(alerts)} alerts, each tested firing and not firing")
+    check(len(records) == len(set(records)), "duplicate recording rule names")
+    for record in records:
+        check(record in recorded, f"{record}: no promql_expr_test of the recorded series with expected samples")
+    print(f"{len(alerts)} alerts, each tested firing and not firing; "
+          f"{len(records)} recording rules, each tested with expected samples")
 
 
 OVERLAY_DIR = "deploy/kubernetes-gpu-operator"
