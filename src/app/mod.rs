@@ -385,7 +385,13 @@ pub fn status(options: SourceOptions, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&snapshot)?);
     } else {
-        print!("{}", crate::status::render(&snapshot));
+        let database = config
+            .history
+            .path
+            .clone()
+            .unwrap_or_else(|| crate::history::default_path(options.simulate.is_some()));
+        let escalated = alerts::saved_escalations(&database);
+        print!("{}", crate::status::render(&snapshot, &escalated));
     }
     Ok(())
 }

@@ -139,11 +139,7 @@ impl<'a> Families<'a> {
         if detail.has(DetailSet::NvlinkLinks) {
             self.add_link_detail(gpu);
         }
-        let state = crate::health::verdict::with_escalations(
-            crate::health::verdict::verdict(gpu, std::time::SystemTime::now()),
-            crate::health::escalation::for_gpu(escalated, gpu),
-        )
-        .state;
+        let state = crate::health::verdict::judge(snapshot, gpu, escalated).state;
         for candidate in crate::health::verdict::State::ALL {
             self.gpu_health.push(
                 with(id(), "state", candidate.as_str()),

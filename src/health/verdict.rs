@@ -1,6 +1,8 @@
 //! One health verdict per GPU: healthy, degraded or unhealthy, with the
 //! reasons (each with its source and what to do). Pure: computed from a
-//! snapshot, so `/metrics`, the CLI and the web view agree.
+//! snapshot (as of its `taken_at`, never the wall clock) and the Xid
+//! escalations, by [`judge`] alone, so `/metrics`, `/api/v1/health`,
+//! `/api/v1/gpus`, `gpuwatch status` and remediation agree.
 //!
 //! How each signal maps (documented in the README):
 //! - unhealthy: the GPU is lost; the driver asks for a recovery action
@@ -25,7 +27,8 @@ use serde::Serialize;
 
 use crate::gpu::fabric::{FabricHealth, FabricReading, FabricState};
 use crate::gpu::links::UNKNOWN_RECOVERY_ACTION;
-use crate::gpu::{GpuSnapshot, GpuStatus};
+use crate::gpu::{GpuSnapshot, GpuStatus, Snapshot};
+use crate::health::escalation::{for_gpu, Escalated};
 
 /// How long an Xid keeps counting against a GPU (the built-in Xid rules
 /// keep firing as long).
@@ -131,10 +134,30 @@ fn fabric_reasons(f: &FabricReading) -> Vec<(State, String)> {
 pub const INSPECT_HARDWARE_ACTION: &str =
     "INSPECT_HARDWARE: drain the node, run the field diagnostics (DCGM level 3 / NVIDIA fieldiag) and ask NVIDIA support for a replacement";
 
-/// Adds to `verdict` the Xid codes of the GPU that came back after GPU
-/// resets or node reboots (`escalated`, from the `GpuXidRecurring` rule):
-/// each an unhealthy reason whose action is to inspect the hardware.
-pub fn with_escalations(mut verdict: Verdict, escalated: &[u64]) -> Verdict {
+/// The verdict of `gpu`, one of `snapshot`'s GPUs, as of the snapshot's
+/// `taken_at`, with the Xid codes that came back after GPU resets or node
+/// reboots (`escalated`, from the `GpuXidRecurring` rule). The one judge
+/// every reader of health calls.
+pub fn judge(snapshot: &Snapshot, gpu: &GpuSnapshot, escalated: &Escalated) -> Verdict {
+    with_escalations(verdict(gpu, snapshot.taken_at), for_gpu(escalated, gpu))
+}
+
+/// The node's state: the worst of its GPUs' verdicts, unhealthy when a GPU
+/// on the PCI bus is missing from the driver.
+pub fn node_state(snapshot: &Snapshot, escalated: &Escalated) -> State {
+    let missing = !snapshot.missing_from_driver().is_empty();
+    snapshot
+        .gpus
+        .iter()
+        .map(|gpu| judge(snapshot, gpu, escalated).state)
+        .chain(missing.then_some(State::Unhealthy))
+        .max()
+        .unwrap_or(State::Healthy)
+}
+
+/// Adds to `verdict` the escalated Xid codes of its GPU: each an unhealthy
+/// reason whose action is to inspect the hardware.
+fn with_escalations(mut verdict: Verdict, escalated: &[u64]) -> Verdict {
     for code in escalated {
         let name = super::catalog::lookup(*code)
             .map(|info| format!(" ({})", info.mnemonic))
@@ -151,8 +174,9 @@ pub fn with_escalations(mut verdict: Verdict, escalated: &[u64]) -> Verdict {
     verdict
 }
 
-/// The verdict of `gpu` at `now`.
-pub fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
+/// The verdict of `gpu`'s own readings at `now` (Xids counted within
+/// [`XID_WINDOW`] before it).
+fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
     let mut reasons = Vec::new();
     let mut add = |state, source, text: String, action: &str| {
         reasons.push(Reason {

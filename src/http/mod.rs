@@ -33,6 +33,9 @@ pub mod web;
 pub mod webconfig;
 mod workloads_api;
 
+#[cfg(test)]
+mod health_agreement_tests;
+
 use std::sync::Arc;
 use std::time::Duration;
 
