@@ -65,7 +65,7 @@ pub enum SimError {
         source: libloading::Error,
     },
     /// The scenario file could not be read (missing, not a regular file,
-    /// larger than [`crate::files::MAX_SCENARIO_BYTES`]).
+    /// larger than 4 MiB).
     #[error("cannot read the scenario file: {source}. Built-in scenarios: {builtins}")]
     ReadScenario {
         /// Why it could not be read.

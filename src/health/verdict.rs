@@ -17,7 +17,7 @@
 //!   alert applies the grace period); the fabric at limited capacity or
 //!   with degraded bandwidth.
 //! - unhealthy, too: an Xid that came back after GPU resets or node
-//!   reboots (`GpuXidRecurring` firing; [`with_escalations`]): inspect the
+//!   reboots (`GpuXidRecurring` firing): inspect the
 //!   hardware, whatever the Xid's own action says.
 //! - healthy: none of these.
 

@@ -30,7 +30,7 @@ pub struct GpuEvalState {
     #[serde(default)]
     pub utilization: WindowAverage,
     /// Per Xid code, the epochs (boot id and GPU resets within that boot,
-    /// see [`epoch`]) in which it was counted, oldest first, at most
+    /// see `epoch`) in which it was counted, oldest first, at most
     /// [`EPOCHS_KEPT`]: `xid_recurring` escalates when one comes back.
     /// Saved with the alert state, so an agent restart keeps it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
