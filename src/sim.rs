@@ -245,6 +245,19 @@ pub fn select_scenario(choice: &ScenarioChoice) {
     std::env::set_var(ENV_SCENARIO, choice.env_value());
 }
 
+/// The health readers' inputs when the GPUs are simulated — by `--simulate`
+/// or by the simulator library with its scenario in the environment —:
+/// the simulator's kernel log (`GPUWATCH_SIM_KMSG`) if it writes one;
+/// `None` on real GPUs.
+pub fn health_inputs() -> Option<crate::health::settings::SimulatedInputs> {
+    std::env::var_os(ENV_SCENARIO)?;
+    Some(crate::health::settings::SimulatedInputs {
+        kernel_log: std::env::var_os(ENV_KMSG)
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
