@@ -29,7 +29,7 @@
 //!   file.
 //! - [`sim`]: finding the NVML simulator library and its scenarios, for
 //!   `--simulate`.
-//! - [`status`]: the `gpuwatch status` table.
+//! - `status`: the `gpuwatch status` table.
 //! - [`alerting`]: the task that runs the [`rules`] on every snapshot,
 //!   persists their state and transitions, and feeds `gpuwatch_alerts` and
 //!   `/api/v1/alerts`; silences, inhibition of a lost GPU's alerts, routes
@@ -48,7 +48,7 @@
 //!   GPU's free memory, compute mode, MIG instances and SM share.
 //! - [`kubernetes`]: asks the kubelet's pod-resources socket which pod and
 //!   container hold each GPU, for the sampler to name the pods of processes.
-//! - [`files`]: reading files named from outside (configuration, secrets,
+//! - `files`: reading files named from outside (configuration, secrets,
 //!   certificates) with a size limit, never blocking on a FIFO.
 //! - [`timespec`]: times, durations and counts from outside (query
 //!   parameters, request bodies, command-line arguments), checked into a

@@ -65,7 +65,7 @@ pub enum SimError {
         source: libloading::Error,
     },
     /// The scenario file could not be read (missing, not a regular file,
-    /// larger than [`crate::files::MAX_SCENARIO_BYTES`]).
+    /// larger than 4 MiB).
     #[error("cannot read the scenario file: {source}. Built-in scenarios: {builtins}")]
     ReadScenario {
         /// Why it could not be read.
@@ -243,6 +243,19 @@ pub fn locate_library() -> Result<PathBuf, SimError> {
 /// sets a process environment variable that the simulator reads at `nvmlInit`.
 pub fn select_scenario(choice: &ScenarioChoice) {
     std::env::set_var(ENV_SCENARIO, choice.env_value());
+}
+
+/// The health readers' inputs when the GPUs are simulated — by `--simulate`
+/// or by the simulator library with its scenario in the environment —:
+/// the simulator's kernel log (`GPUWATCH_SIM_KMSG`) if it writes one;
+/// `None` on real GPUs.
+pub fn health_inputs() -> Option<crate::health::settings::SimulatedInputs> {
+    std::env::var_os(ENV_SCENARIO)?;
+    Some(crate::health::settings::SimulatedInputs {
+        kernel_log: std::env::var_os(ENV_KMSG)
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from),
+    })
 }
 
 #[cfg(test)]

@@ -4,12 +4,14 @@ use std::fmt::Write;
 
 use crate::gpu::reasons::active_reason_names;
 use crate::gpu::{GpuStatus, Snapshot};
+use crate::health::escalation::Escalated;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// Renders `snapshot` as a plain-text table.
-pub fn render(snapshot: &Snapshot) -> String {
+/// Renders `snapshot` as a plain-text table, its health judged with the
+/// Xid escalations `escalated`.
+pub fn render(snapshot: &Snapshot, escalated: &Escalated) -> String {
     let mut out = String::new();
     let sys = &snapshot.system;
     let _ = writeln!(
@@ -121,7 +123,11 @@ pub fn render(snapshot: &Snapshot) -> String {
         );
         let _ = writeln!(out, "     {}", sharing_line(gpu));
         let _ = writeln!(out, "     {}", gpm_line(&gpu.gpm));
-        let _ = writeln!(out, "     health: {}", health_text(gpu));
+        let _ = writeln!(
+            out,
+            "     health: {}",
+            health_text(snapshot, gpu, escalated)
+        );
         for allocation in gpu.pods.iter() {
             let instance = allocation
                 .gpu_instance_id
@@ -173,7 +179,7 @@ pub fn render(snapshot: &Snapshot) -> String {
             );
         }
     }
-    let missing = crate::rules::missing_from_driver(snapshot);
+    let missing = snapshot.missing_from_driver();
     if let Some(on_bus) = &snapshot.collection.health.pci_gpus {
         let _ = writeln!(
             out,
@@ -316,8 +322,12 @@ fn truncate(text: &str, width: usize) -> String {
 }
 
 /// The GPU's health verdict and its worst reason, for the status table.
-fn health_text(gpu: &crate::gpu::GpuSnapshot) -> String {
-    let v = crate::health::verdict::verdict(gpu, std::time::SystemTime::now());
+fn health_text(
+    snapshot: &Snapshot,
+    gpu: &crate::gpu::GpuSnapshot,
+    escalated: &Escalated,
+) -> String {
+    let v = crate::health::verdict::judge(snapshot, gpu, escalated);
     match v.reasons.first() {
         Some(reason) => format!("{} ({}; {})", v.state.as_str(), reason.text, reason.action),
         None => v.state.as_str().to_string(),
@@ -342,7 +352,10 @@ mod tests {
             processes: Arc::new(vec![process]),
             ..testing::gpu(0)
         };
-        let text = super::render(&testing::snapshot(SystemTime::UNIX_EPOCH, vec![gpu]));
+        let text = super::render(
+            &testing::snapshot(SystemTime::UNIX_EPOCH, vec![gpu]),
+            &Default::default(),
+        );
         assert!(
             !text.contains(['\u{1b}', '\u{7}']),
             "raw control characters reach the terminal: {text:?}"

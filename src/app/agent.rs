@@ -12,21 +12,20 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use tracing::info;
 
 use crate::config::Config;
 use crate::exporter::process_metrics::ProcessExport;
-use crate::exporter::Exporter;
 use crate::gpu::nvml::Driver;
-use crate::history::stats::HistoryCollector;
 use crate::http::webconfig::WebSecurity;
-use crate::http::{serve_secured, HistoryApi, HttpState, ServerLimits};
-use crate::panics::{spawn_supervised, supervise, Panics, PanicsCollector};
-use crate::sampler::{watchdog, Sampler, SamplerSettings, SnapshotSink};
+use crate::http::ServerLimits;
+use crate::sampler::{Sampler, SamplerSettings, SnapshotSink};
 
 use super::storage;
+
+mod serve;
+
+use serve::{serve, Serving};
 
 /// What the agent runs with: the configuration with the command line's
 /// overrides applied, and what was resolved from both.
@@ -163,10 +162,15 @@ pub async fn run(
         .xid_table()
         .set_known_codes(|code| crate::health::catalog::lookup(code).is_some());
     let _health = crate::health::start(&config.health, &sampler);
-    let result = serve(
-        config, security, &derived, &sampler, history, alerts, listener, shutdown,
-    )
-    .await;
+    let serving = Serving {
+        config,
+        security,
+        derived: &derived,
+        sampler: &sampler,
+        history,
+        alerts,
+    };
+    let result = serve(serving, listener, shutdown).await;
     // The sampler may sit in a hung NVML call: wait for it off the runtime.
     let _ = tokio::task::spawn_blocking(move || sampler.stop(Duration::from_secs(2))).await;
     result
@@ -215,210 +219,6 @@ fn announce(security: &WebSecurity, derived: &Derived) {
             "TLS certificate in use; its files are checked every second and reloaded when they change."
         );
     }
-}
-
-/// The running alerting task and what the HTTP API reads of it.
-struct Alerting {
-    receiver: crate::alerting::AlertsReceiver,
-    task: JoinHandle<()>,
-    /// The receivers' routes and the outbox's doorbell (remediation writes
-    /// its notifications there too).
-    outbox: (Vec<crate::alerting::Destination>, crate::outbox::Doorbell),
-}
-
-/// Starts alerting: its state restored from the database when it is open,
-/// the notifiers (dispatchers and cleanup, into `tasks`), and the rules'
-/// evaluation of each snapshot.
-#[allow(clippy::too_many_arguments)]
-async fn start_alerting(
-    run: AlertsRun,
-    config: &Config,
-    derived: &Derived,
-    attached: Option<&storage::Attached>,
-    sampler: &Sampler,
-    panics: &Arc<Panics>,
-    shutdown: &watch::Receiver<bool>,
-    exporter: &mut Exporter,
-    tasks: &mut Vec<JoinHandle<()>>,
-) -> Alerting {
-    let ready = attached.and_then(|a| a.store.get().ok());
-    let (state, publish, receiver) = crate::alerting::restore(ready.as_ref()).await;
-    exporter.add(Box::new(crate::alerting::AlertsCollector {
-        alerts: receiver.clone(),
-        dropped_snapshots: run.queue.dropped.clone(),
-        rule_values: config
-            .exporter
-            .detail
-            .has(crate::exporter::detail::DetailSet::RuleValues),
-    }));
-    // The health verdict on /metrics follows GpuXidRecurring's escalations.
-    let alerts = receiver.clone();
-    exporter.set_escalations(crate::health::escalation::EscalationSource::new(
-        move || alerts.borrow().xid_escalations(),
-    ));
-    let notifiers = storage::Notifiers::new(config, &derived.external_url, panics);
-    let outbox = notifiers.outbox();
-    if attached.is_some() && !notifiers.stats.is_empty() {
-        exporter.add(Box::new(crate::notify::NotifyCollector(
-            notifiers.stats.clone(),
-        )));
-    }
-    let persistence = storage::persistence(
-        attached,
-        notifiers,
-        storage::HistoryTerms {
-            retention: derived.retention,
-            external_url: derived.external_url.clone(),
-        },
-        shutdown,
-        tasks,
-    );
-    let task = spawn_supervised(
-        "alerting",
-        panics,
-        crate::alerting::run(
-            run.rules,
-            state,
-            persistence,
-            run.queue.snapshots,
-            sampler.snapshots(),
-            publish,
-            shutdown.clone(),
-        ),
-    );
-    Alerting {
-        receiver,
-        task,
-        outbox,
-    }
-}
-
-/// Starts the parts that hang on the sampler (history writer, alerting,
-/// notifiers, watchdog) and the HTTP server; on `shutdown` stops them in
-/// order and waits for them.
-#[allow(clippy::too_many_arguments)]
-async fn serve(
-    config: &Config,
-    security: WebSecurity,
-    derived: &Derived,
-    sampler: &Sampler,
-    history: Option<storage::HistoryRun>,
-    alerts: Option<AlertsRun>,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<()> {
-    announce(&security, derived);
-    let mut exporter = Exporter::with_processes(
-        sampler.snapshots(),
-        derived.stale_after,
-        derived.processes.clone(),
-    )
-    .with_compat(config.server.metrics_compat.clone())
-    .with_compat_hpc_job(config.exporter.compat_hpc_job)
-    .with_detail(config.exporter.detail);
-    if let Some(reloader) = &security.tls {
-        // Certificate expiry and reloads (the files are watched by the server).
-        exporter.add(reloader.collector());
-    }
-    // Panics of the tasks below and of request handlers: logged and counted.
-    let panics = Arc::new(Panics::default());
-    exporter.add(Box::new(PanicsCollector(panics.clone())));
-    let (stop, stopped) = watch::channel(false);
-    let mut tasks = Vec::new();
-    let history_stats = history.as_ref().map(|h| h.stats.clone());
-    let attached = match history {
-        Some(run) => Some(storage::Attached::start(run, &panics, &stopped).await),
-        None => None,
-    };
-    let alerting = match alerts {
-        Some(run) => Some(
-            start_alerting(
-                run,
-                config,
-                derived,
-                attached.as_ref(),
-                sampler,
-                &panics,
-                &stopped,
-                &mut exporter,
-                &mut tasks,
-            )
-            .await,
-        ),
-        None => None,
-    };
-    if let Some(stats) = history_stats {
-        exporter.add(Box::new(HistoryCollector(stats)));
-    }
-    if let Some(task) = super::remediation::start(
-        &config.remediation,
-        super::remediation::Wiring {
-            store: attached.as_ref().map(|a| a.store.clone()),
-            outbox: alerting.as_ref().map(|a| a.outbox.clone()),
-            alerts: alerting.as_ref().map(|a| a.receiver.clone()),
-            external_url: derived.external_url.clone(),
-            hostname: derived.hostname.clone(),
-        },
-        sampler.snapshots(),
-        &panics,
-        &stopped,
-        &mut exporter,
-    ) {
-        tasks.push(task);
-    }
-    let (history_api, silences) = match attached {
-        Some(attached) => {
-            tasks.extend(attached.tasks);
-            (
-                Some(HistoryApi {
-                    store: attached.store,
-                    retention: derived.retention,
-                }),
-                Some(attached.silences),
-            )
-        }
-        None => (None, None),
-    };
-    let (alerts_rx, alerts_task) = match alerting {
-        Some(a) => (Some(a.receiver), Some(a.task)),
-        None => (None, None),
-    };
-    let state = Arc::new(HttpState {
-        exporter,
-        snapshots: sampler.snapshots(),
-        stale_after: derived.stale_after,
-        progress: sampler.progress(),
-        history: history_api,
-        alerts: alerts_rx,
-        silences,
-        panics: panics.clone(),
-    });
-    let dog = tokio::spawn(supervise(
-        "watchdog",
-        panics,
-        watchdog(sampler.progress(), config.sampler.timeout, stopped.clone()),
-    ));
-    let server = tokio::spawn(serve_secured(
-        listener,
-        state,
-        derived.limits,
-        Arc::new(security),
-        stopped,
-    ));
-    shutdown.await;
-    info!("Shutting down.");
-    let _ = stop.send(true);
-    let served = server.await.context("the HTTP server task failed")?;
-    let _ = dog.await;
-    if let Some(task) = alerts_task {
-        let _ = task.await;
-    }
-    // The dispatchers, the retries, and the writer, which commits what it
-    // holds, the open minute and hour too.
-    for task in tasks {
-        let _ = task.await;
-    }
-    served.context("the HTTP server failed")
 }
 
 /// An agent running on a thread of its own (with its own single-threaded

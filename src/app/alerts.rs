@@ -163,3 +163,30 @@ pub fn alerts(options: AlertsOptions) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The Xid escalations in the alert state the agent last saved to the
+/// history database at `path` (what `GpuXidRecurring` decided), so that a
+/// one-shot `gpuwatch status` judges health as the running agent does.
+/// None where there is no database yet; a database that cannot be read is
+/// said on standard error and leaves the escalations out.
+pub fn saved_escalations(path: &std::path::Path) -> crate::health::escalation::Escalated {
+    if !path.exists() {
+        return Default::default();
+    }
+    let read = open(path).and_then(|(runtime, store)| {
+        runtime
+            .block_on(crate::alerting::saved_state(&store.pool))
+            .map_err(anyhow::Error::from)
+    });
+    match read {
+        Ok(state) => state.map(|s| s.xid_escalations()).unwrap_or_default(),
+        Err(e) => {
+            eprintln!(
+                "Cannot read the saved alert state from {}: {}. The health verdict below leaves out Xid codes that came back after resets (GpuXidRecurring); check the file's permissions or pass the agent's database with history.path.",
+                path.display(),
+                crate::escape::control_chars(&format!("{e:#}"))
+            );
+            Default::default()
+        }
+    }
+}

@@ -196,6 +196,7 @@ pub fn prepare(options: &RunOptions) -> anyhow::Result<Prepared> {
         .map_err(|m| anyhow::anyhow!("--metrics-detail: {m}"))?;
     }
     let source = resolve_source(&options.source, &config)?;
+    config.health.simulated = sim::health_inputs();
     let history = (config.history.enabled && !options.no_history).then(|| HistoryPlan {
         path: options
             .history_db
@@ -381,11 +382,19 @@ pub fn capacity(options: SourceOptions, profile: Option<&str>) -> anyhow::Result
 pub fn status(options: SourceOptions, json: bool) -> anyhow::Result<()> {
     let config = load_config(options.config.as_deref())?;
     let mut snapshot = one_sample(&options, &config)?;
-    crate::health::count_pci_into(&config.health, &mut snapshot);
+    let mut health = config.health.clone();
+    health.simulated = sim::health_inputs();
+    crate::health::count_pci_into(&health, &mut snapshot);
     if json {
         println!("{}", serde_json::to_string_pretty(&snapshot)?);
     } else {
-        print!("{}", crate::status::render(&snapshot));
+        let database = config
+            .history
+            .path
+            .clone()
+            .unwrap_or_else(|| crate::history::default_path(options.simulate.is_some()));
+        let escalated = alerts::saved_escalations(&database);
+        print!("{}", crate::status::render(&snapshot, &escalated));
     }
     Ok(())
 }

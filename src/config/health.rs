@@ -25,6 +25,7 @@ impl Validator<'_> {
             pci_devices_explicit: raw.pci_devices.is_some(),
             pci_devices: path(raw.pci_devices, DEFAULT_PCI_DEVICES),
             boot_id: path(raw.boot_id, DEFAULT_BOOT_ID),
+            simulated: None,
             xid_escalate_after: match raw.xid_escalate_after {
                 None => DEFAULT_XID_ESCALATE_AFTER,
                 Some(n) => match u32::try_from(*n.get_ref()) {

@@ -1,6 +1,6 @@
 //! Configuration: a TOML file whose every field is optional.
 //!
-//! The file is parsed into raw types ([`raw`]: `deny_unknown_fields`,
+//! The file is parsed into raw types (`raw`: `deny_unknown_fields`,
 //! values that need checking kept with their position), then validated
 //! into [`Config`], one module per section. Every problem is reported at
 //! once, each with file, line, column and field; every numeric setting has
@@ -111,7 +111,7 @@ fn list(problems: &[Problem]) -> String {
 }
 
 impl Config {
-    /// Loads `path` (at most [`crate::files::MAX_CONFIG_BYTES`]), or the
+    /// Loads `path` (at most 1 MiB), or the
     /// defaults when there is no file.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         let Some(path) = path else {

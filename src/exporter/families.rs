@@ -112,12 +112,12 @@ macro_rules! families {
 }
 pub(crate) use families;
 
-/// A gauge family: [`Family::gauge`] by the name [`families!`] tables use.
+/// A gauge family: `Family::gauge` by the name the `families!` tables use.
 pub fn gauge<'a>(name: &'static str, help: &'static str, unit: Option<Unit>) -> Family<'a> {
     Family::gauge(name, help, unit)
 }
 
-/// A counter family: [`Family::counter`] by the name [`families!`] tables use.
+/// A counter family: `Family::counter` by the name the `families!` tables use.
 pub fn counter<'a>(name: &'static str, help: &'static str, unit: Option<Unit>) -> Family<'a> {
     Family::counter(name, help, unit)
 }

@@ -52,8 +52,8 @@ families! {
     power_limit: gauge("power_limit", "Enforced power limit.", unit("watts")),
     power_default_limit: gauge("power_default_limit", "Default power limit.", unit("watts")),
     energy: counter("energy_consumption", "Energy used since the driver was loaded.", unit("joules")),
-    clock: gauge("clock", "Current clock frequency, by clock (sm, memory).", unit("hertz")),
-    clock_max: gauge("clock_max", "Maximum clock frequency, by clock (sm, memory).", unit("hertz")),
+    clock: gauge("clock", "Current clock frequency, by clock (sm, memory, graphics, video).", unit("hertz")),
+    clock_max: gauge("clock_max", "Maximum clock frequency, by clock (sm, memory, graphics).", unit("hertz")),
     event_active: gauge("clock_event_active", "Whether a clock-event (throttle) reason is active (1) or not (0).", None),
     event_seconds: counter("clock_event_duration", "Time clocks were held down by a reason, where NVML counts it.", unit("seconds")),
     pstate: gauge("performance_state", "Performance state: 0 is maximum performance, 15 minimum.", None),
@@ -139,11 +139,7 @@ impl<'a> Families<'a> {
         if detail.has(DetailSet::NvlinkLinks) {
             self.add_link_detail(gpu);
         }
-        let state = crate::health::verdict::with_escalations(
-            crate::health::verdict::verdict(gpu, std::time::SystemTime::now()),
-            crate::health::escalation::for_gpu(escalated, gpu),
-        )
-        .state;
+        let state = crate::health::verdict::judge(snapshot, gpu, escalated).state;
         for candidate in crate::health::verdict::State::ALL {
             self.gpu_health.push(
                 with(id(), "state", candidate.as_str()),

@@ -4,7 +4,7 @@
 //!
 //! The per-GPU families (and the drop-in compat ones) only change with the
 //! snapshot, so they are encoded once per snapshot and format, and gzipped
-//! once, then shared by every scrape until the next snapshot ([`cache`]). The
+//! once, then shared by every scrape until the next snapshot (`cache`). The
 //! few series that change between scrapes — `process_*`, `gpuwatch_up`,
 //! `gpuwatch_snapshot_age_seconds` and the other components' counters — are
 //! encoded for each scrape and put in their places, so the body is byte for

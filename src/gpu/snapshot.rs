@@ -45,6 +45,18 @@ pub struct Snapshot {
     pub kubelet: Option<KubeletStatus>,
 }
 
+impl Snapshot {
+    /// The PCI addresses of the NVIDIA GPUs on the bus that NVML does not
+    /// list (empty where the PCI scan is off).
+    pub fn missing_from_driver(&self) -> Vec<String> {
+        self.collection.health.missing_from_driver(
+            self.gpus
+                .iter()
+                .filter_map(|g| g.identity.pci_bus_id.as_deref()),
+        )
+    }
+}
+
 /// How the kubelet's pod-resources socket answers: feeds the self metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct KubeletStatus {

@@ -54,15 +54,9 @@ pub struct HealthReader {
 /// How often the PCI bus is counted.
 const PCI_EVERY: Duration = Duration::from_secs(30);
 
-/// Whether the agent runs on simulated GPUs (`--simulate`): then the host's
-/// kernel log and PCI bus do not describe them.
-fn simulated() -> bool {
-    std::env::var_os(crate::sim::ENV_SCENARIO).is_some()
-}
-
-/// The PCI tree to count GPUs in: with `--simulate`, only one the file names.
-fn pci_path(config: &HealthConfig, simulated: bool) -> Option<PathBuf> {
-    if simulated && !config.pci_devices_explicit {
+/// The PCI tree to count GPUs in: on simulated GPUs, only one the file names.
+fn pci_path(config: &HealthConfig) -> Option<PathBuf> {
+    if config.simulated.is_some() && !config.pci_devices_explicit {
         return None;
     }
     config.pci_devices.clone()
@@ -71,8 +65,8 @@ fn pci_path(config: &HealthConfig, simulated: bool) -> Option<PathBuf> {
 /// Starts the hardware-health readers the configuration asks for; `None`
 /// when all are off. Keep the handle for as long as the agent runs.
 pub fn start(config: &HealthConfig, sampler: &Sampler) -> Option<HealthReader> {
-    let kernel_log = kernel_log_path(config, simulated(), std::env::var_os(crate::sim::ENV_KMSG));
-    let pci = pci_path(config, simulated());
+    let kernel_log = kernel_log_path(config);
+    let pci = pci_path(config);
     let table = sampler.xid_table();
     table.set_boot_id(config.boot_id.as_deref().and_then(read_boot_id));
     if kernel_log.is_none() && pci.is_none() {
@@ -116,7 +110,7 @@ pub fn start(config: &HealthConfig, sampler: &Sampler) -> Option<HealthReader> {
 
 /// Counts the GPUs on the PCI bus into a one-off sample (`gpuwatch status`).
 pub fn count_pci_into(config: &HealthConfig, snapshot: &mut crate::gpu::Snapshot) {
-    let Some(path) = pci_path(config, simulated()) else {
+    let Some(path) = pci_path(config) else {
         return;
     };
     match pci_scan::scan(&path) {
@@ -144,15 +138,11 @@ impl Drop for HealthReader {
 /// The kernel log to follow. On simulated GPUs (`--simulate`) the host's
 /// log does not describe them: unless the file names a log, the one the
 /// simulator writes (`GPUWATCH_SIM_KMSG`) is followed, or none.
-fn kernel_log_path(
-    config: &HealthConfig,
-    simulated: bool,
-    sim_kmsg: Option<std::ffi::OsString>,
-) -> Option<PathBuf> {
-    if simulated && !config.kernel_log_explicit {
-        return sim_kmsg.filter(|p| !p.is_empty()).map(PathBuf::from);
+fn kernel_log_path(config: &HealthConfig) -> Option<PathBuf> {
+    match &config.simulated {
+        Some(simulated) if !config.kernel_log_explicit => simulated.kernel_log.clone(),
+        _ => config.kernel_log.clone(),
     }
-    config.kernel_log.clone()
 }
 
 /// The kernel's boot id from `path` (a reboot changes it, an agent restart
@@ -402,40 +392,46 @@ mod tests {
 
     #[test]
     fn simulated_gpus_do_not_read_the_hosts_kernel_log_unless_told() {
+        use super::settings::SimulatedInputs;
         let default = crate::config::Config::default().health;
         assert_eq!(
             default.kernel_log.as_deref(),
             Some(std::path::Path::new("/dev/kmsg"))
         );
+        let simulated = |kernel_log: Option<&str>, config: &HealthConfig| HealthConfig {
+            simulated: Some(SimulatedInputs {
+                kernel_log: kernel_log.map(PathBuf::from),
+            }),
+            ..config.clone()
+        };
+        assert_eq!(kernel_log_path(&default), Some("/dev/kmsg".into()));
+        assert_eq!(kernel_log_path(&simulated(None, &default)), None);
         assert_eq!(
-            kernel_log_path(&default, false, None),
-            Some("/dev/kmsg".into())
-        );
-        assert_eq!(kernel_log_path(&default, true, None), None);
-        assert_eq!(
-            kernel_log_path(&default, true, Some("/tmp/sim-kmsg".into())),
+            kernel_log_path(&simulated(Some("/tmp/sim-kmsg"), &default)),
             Some("/tmp/sim-kmsg".into())
         );
+        assert_eq!(pci_path(&default), Some("/sys/bus/pci/devices".into()));
+        assert_eq!(pci_path(&simulated(None, &default)), None);
         let explicit = HealthConfig {
             kernel_log: Some("/var/log/replay".into()),
             kernel_log_explicit: true,
-            pci_devices: None,
-            pci_devices_explicit: false,
-            boot_id: None,
-            xid_escalate_after: 2,
+            pci_devices: Some("/tmp/pci".into()),
+            pci_devices_explicit: true,
+            ..default.clone()
         };
         assert_eq!(
-            kernel_log_path(&explicit, true, Some("/tmp/sim-kmsg".into())),
+            kernel_log_path(&simulated(Some("/tmp/sim-kmsg"), &explicit)),
             Some("/var/log/replay".into())
+        );
+        assert_eq!(
+            pci_path(&simulated(None, &explicit)),
+            Some("/tmp/pci".into())
         );
         let off = HealthConfig {
             kernel_log: None,
             kernel_log_explicit: true,
-            pci_devices: None,
-            pci_devices_explicit: false,
-            boot_id: None,
-            xid_escalate_after: 2,
+            ..default
         };
-        assert_eq!(kernel_log_path(&off, false, None), None);
+        assert_eq!(kernel_log_path(&off), None);
     }
 }

@@ -7,7 +7,7 @@
 //! functions has thousands), cheaply: names that are no PCI address are
 //! skipped unopened, and of each attribute only the first
 //! [`MAX_ATTRIBUTE_BYTES`] are read, from a regular file opened without
-//! blocking ([`crate::files::read_prefix`]): a FIFO, `/dev/zero` or a huge
+//! blocking (`files::read_prefix`): a FIFO, `/dev/zero` or a huge
 //! file in place of `vendor` or `class` neither hangs the scan nor costs
 //! memory; such a device is not counted.
 

@@ -14,6 +14,15 @@ pub const DEFAULT_XID_ESCALATE_AFTER: u32 = 2;
 /// The PCI device tree read by default.
 pub const DEFAULT_PCI_DEVICES: &str = "/sys/bus/pci/devices";
 
+/// Where the health readers look when the GPUs are simulated: the host's
+/// kernel log and PCI bus do not describe them, so only what the file names
+/// explicitly is read, and the kernel log is otherwise the simulator's own.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SimulatedInputs {
+    /// The file the simulator writes its kernel-log records to, if any.
+    pub kernel_log: Option<PathBuf>,
+}
+
 /// Hardware-health settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HealthConfig {
@@ -34,4 +43,6 @@ pub struct HealthConfig {
     /// After how many GPU resets or node reboots the same Xid coming back
     /// on the same GPU raises `GpuXidRecurring` (hardware inspection).
     pub xid_escalate_after: u32,
+    /// Set by the agent when the GPUs are simulated (never by the file).
+    pub simulated: Option<SimulatedInputs>,
 }

@@ -45,17 +45,18 @@ pub fn document(state: &HttpState) -> Value {
             "gpus": snapshot
                 .gpus
                 .iter()
-                .map(|g| gpu(g, &escalated, &snapshot.workloads))
+                .map(|g| gpu(&snapshot, g, &escalated))
                 .collect::<Vec<_>>(),
         }),
     }
 }
 
 fn gpu(
+    snapshot: &crate::gpu::Snapshot,
     gpu: &GpuSnapshot,
     escalated: &crate::health::escalation::Escalated,
-    workloads: &crate::gpu::WorkloadTable,
 ) -> Value {
+    let workloads = &snapshot.workloads;
     let r = &gpu.readings;
     let h = &gpu.health;
     let (status, lost_reason) = match &gpu.status {
@@ -83,11 +84,8 @@ fn gpu(
     let pods = serde_json::to_value(&*gpu.pods).unwrap_or(Value::Array(Vec::new()));
     // The verdict as /api/v1/health gives it, so the web view's Health
     // column reads the same reasons.
-    let health = serde_json::to_value(crate::health::verdict::with_escalations(
-        crate::health::verdict::verdict(gpu, std::time::SystemTime::now()),
-        crate::health::escalation::for_gpu(escalated, gpu),
-    ))
-    .unwrap_or(Value::Null);
+    let health = serde_json::to_value(crate::health::verdict::judge(snapshot, gpu, escalated))
+        .unwrap_or(Value::Null);
     json!({
         "index": gpu.index,
         "uuid": gpu.uuid,
@@ -175,7 +173,7 @@ fn gpus(snapshot: &crate::gpu::Snapshot) -> Vec<Value> {
     snapshot
         .gpus
         .iter()
-        .map(|g| gpu(g, &Default::default(), &snapshot.workloads))
+        .map(|g| gpu(snapshot, g, &Default::default()))
         .collect()
 }
 

@@ -4,13 +4,11 @@
 //! kernel log). One endpoint a scheduler or node-problem-detector can read
 //! to cordon the node.
 
-use std::time::SystemTime;
-
 use serde_json::{json, Value};
 
 use crate::gpu::unix_seconds_f64;
-use crate::health::escalation::{for_gpu, Escalated};
-use crate::health::verdict::{verdict, with_escalations, State};
+use crate::health::escalation::Escalated;
+use crate::health::verdict::{judge, node_state};
 
 use super::HttpState;
 
@@ -19,15 +17,13 @@ pub fn document(state: &HttpState) -> Value {
     let Some(snapshot) = state.snapshots.borrow().clone() else {
         return json!({ "taken_at": null, "state": null, "gpus": [], "node": null });
     };
-    let now = SystemTime::now();
-    let missing = crate::rules::missing_from_driver(&snapshot);
+    let missing = snapshot.missing_from_driver();
     let escalated = escalations(state);
-    let judge = |gpu| with_escalations(verdict(gpu, now), for_gpu(&escalated, gpu));
     let gpus: Vec<Value> = snapshot
         .gpus
         .iter()
         .map(|gpu| {
-            let v = judge(gpu);
+            let v = judge(&snapshot, gpu, &escalated);
             json!({
                 "gpu": gpu.index,
                 "uuid": gpu.uuid,
@@ -36,13 +32,7 @@ pub fn document(state: &HttpState) -> Value {
             })
         })
         .collect();
-    let worst = snapshot
-        .gpus
-        .iter()
-        .map(|gpu| judge(gpu).state)
-        .chain((!missing.is_empty()).then_some(State::Unhealthy))
-        .max()
-        .unwrap_or(State::Healthy);
+    let worst = node_state(&snapshot, &escalated);
     let health = &snapshot.collection.health;
     json!({
         "taken_at": unix_seconds_f64(snapshot.taken_at),

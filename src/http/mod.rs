@@ -8,7 +8,7 @@
 //! by a timeout, and a panicking handler answers 500 and is counted
 //! ([`crate::panics`]). A scrape renders the latest snapshot; it never
 //! waits on NVML. Writes to the silences need a loopback peer or basic
-//! auth ([`access`]).
+//! auth (`access`).
 //!
 //! With a web configuration ([`webconfig`], `--web-config`) the same server
 //! speaks TLS and asks for basic auth on every path: [`serve_secured`].
@@ -32,6 +32,9 @@ pub mod tls_settings;
 pub mod web;
 pub mod webconfig;
 mod workloads_api;
+
+#[cfg(test)]
+mod health_agreement_tests;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -126,10 +129,10 @@ pub async fn serve(
 /// ([`tls_reload`]).
 ///
 /// Every connection is accepted at once. Once it has sent its first bytes
-/// (at most [`WAITING_PER_SLOT`] × `max_connections` wait for them,
+/// (at most `WAITING_PER_SLOT` × `max_connections` wait for them,
 /// [`pending`]) it is admitted to one of `max_connections` slots
 /// ([`slots`]): idle connections make room for new ones, busy keep-alive
-/// ones give way after a response, and at most [`WAITING_PER_SLOT`] ×
+/// ones give way after a response, and at most `WAITING_PER_SLOT` ×
 /// `max_connections` wait (at most the request timeout) before being
 /// refused with 503.
 pub async fn serve_secured(

@@ -83,7 +83,7 @@ impl WebSecurity {
         }
     }
 
-    /// Reads (at most [`crate::files::MAX_CONFIG_BYTES`]), checks and
+    /// Reads (at most 1 MiB), checks and
     /// prepares `path`. Every problem is returned, each naming the file,
     /// the line where it can be found, and the field. A file that cannot
     /// be read is a problem without a line: see [`load_chosen`] for one

@@ -8,7 +8,7 @@
 //! (namespace, name) and container, the devices allocated to it; for
 //! NVIDIA's device plugin those ids are GPU or MIG UUIDs. It does not know
 //! pod UIDs or container ids, so processes are matched to pods through the
-//! GPU they run on (see [`attribute`]).
+//! GPU they run on (see [`attribute()`]).
 //!
 //! Data flow: a [`watcher`] task asks the kubelet on a timer and publishes
 //! [`PodAllocations`] through a `watch` channel; the sampler reads the

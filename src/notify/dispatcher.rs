@@ -41,7 +41,7 @@ const IDLE: Duration = Duration::from_secs(30);
 const FIRST_RESEND: Duration = Duration::from_secs(10);
 
 /// Runs until `shutdown` turns true; looks at the outbox when `doorbell`
-/// rings, when the head of the queue is due, and every [`IDLE`].
+/// rings, when the head of the queue is due, and every `IDLE`.
 pub async fn run(
     receiver: ReceiverConfig,
     pool: SqlitePool,

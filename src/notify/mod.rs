@@ -12,7 +12,7 @@
 //! Receivers built: the generic webhook (Alertmanager webhook v4 body) and
 //! Alertmanager push (its v2 API, with periodic re-sends while firing) and
 //! email ([`email`]). Every outbox row holds the same neutral message, an
-//! [`OutboxMessage`] ([`crate::outbox`]: the v4 JSON with extra [`details`]:
+//! [`OutboxMessage`] ([`crate::outbox`]: the v4 JSON with extra `details`:
 //! value, threshold, GPU name, the reading's recent history) that each
 //! receiver renders from.
 

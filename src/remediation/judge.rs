@@ -1,14 +1,12 @@
 //! What on a snapshot asks for the node to be drained: the health verdict
-//! (the same judge `/metrics`, `/api/v1/health` and the web view use:
-//! [`verdict`] with the Xid escalations) plus the GPUs on the PCI bus that
+//! (the one judge `/metrics`, `/api/v1/health` and the web view use:
+//! [`judge`], with the Xid escalations) plus the GPUs on the PCI bus that
 //! the driver does not list, each reason classed by what it asks for and
 //! kept when `[remediation]` lets that class and source act.
 
-use std::time::SystemTime;
-
 use crate::gpu::Snapshot;
-use crate::health::escalation::{for_gpu, Escalated};
-use crate::health::verdict::{verdict, with_escalations, Reason, State};
+use crate::health::escalation::Escalated;
+use crate::health::verdict::{judge, Reason, State};
 
 use crate::config::RemediationConfig;
 
@@ -63,12 +61,11 @@ pub fn class_of(reason: &Reason) -> &'static str {
     }
 }
 
-/// The triggers on `snapshot` at `now` that `config` lets act, worst first
+/// The triggers on `snapshot` (as of its `taken_at`) that `config` lets act, worst first
 /// per GPU, GPUs in index order, then the GPUs missing from the driver.
 pub fn triggers(
     snapshot: &Snapshot,
     escalated: &Escalated,
-    now: SystemTime,
     config: &RemediationConfig,
 ) -> Vec<Trigger> {
     let acts = |state: State, action: &str, source: &str| {
@@ -78,7 +75,7 @@ pub fn triggers(
     };
     let mut out = Vec::new();
     for gpu in &snapshot.gpus {
-        let v = with_escalations(verdict(gpu, now), for_gpu(escalated, gpu));
+        let v = judge(snapshot, gpu, escalated);
         for reason in &v.reasons {
             let action = class_of(reason);
             if acts(reason.state, action, reason.source) {
@@ -92,12 +89,7 @@ pub fn triggers(
             }
         }
     }
-    let missing = snapshot.collection.health.missing_from_driver(
-        snapshot
-            .gpus
-            .iter()
-            .filter_map(|g| g.identity.pci_bus_id.as_deref()),
-    );
+    let missing = snapshot.missing_from_driver();
     for address in missing {
         if acts(State::Unhealthy, "GPU_MISSING", "pci") {
             out.push(Trigger {
@@ -117,7 +109,7 @@ pub fn triggers(
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::time::Duration;
+    use std::time::{Duration, SystemTime};
 
     use super::*;
     use crate::gpu::links::LinkHealth;
@@ -188,13 +180,15 @@ mod tests {
         }
     }
 
+    const NOW: Duration = Duration::from_secs(1_000_000);
+
     fn snapshot(gpus: Vec<GpuSnapshot>) -> Snapshot {
-        testing::snapshot(SystemTime::UNIX_EPOCH, gpus)
+        testing::snapshot(SystemTime::UNIX_EPOCH + NOW, gpus)
     }
 
     #[test]
     fn only_the_configured_classes_and_sources_act() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let now = SystemTime::UNIX_EPOCH + NOW;
         let reset = GpuSnapshot {
             health: Arc::new(SlowReadings {
                 links: LinkHealth {
@@ -215,7 +209,7 @@ mod tests {
         };
         let s = snapshot(vec![testing::gpu(0), reset, app_error]);
         let config = RemediationConfig::default();
-        let got = triggers(&s, &Escalated::new(), now, &config);
+        let got = triggers(&s, &Escalated::new(), &config);
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!(
             (got[0].gpu, got[0].action, got[0].source),
@@ -227,17 +221,17 @@ mod tests {
             actions: vec!["RESTART_APP".into()],
             ..RemediationConfig::default()
         };
-        let got = triggers(&s, &Escalated::new(), now, &degraded);
+        let got = triggers(&s, &Escalated::new(), &degraded);
         assert_eq!(got.iter().map(|t| t.gpu).collect::<Vec<_>>(), [Some(2)]);
         // A source left out does not act.
         let no_recovery = RemediationConfig {
             sources: vec!["xid".into()],
             ..RemediationConfig::default()
         };
-        assert!(triggers(&s, &Escalated::new(), now, &no_recovery).is_empty());
+        assert!(triggers(&s, &Escalated::new(), &no_recovery).is_empty());
         // An escalation (GpuXidRecurring) asks for inspection.
         let escalated = Escalated::from([(testing::gpu(0).alert_key(), vec![79])]);
-        let got = triggers(&snapshot(vec![testing::gpu(0)]), &escalated, now, &config);
+        let got = triggers(&snapshot(vec![testing::gpu(0)]), &escalated, &config);
         assert_eq!(got[0].action, "INSPECT_HARDWARE");
     }
 }

@@ -394,7 +394,7 @@ pub async fn run<S: Scheduler>(
             continue;
         };
         let now = SystemTime::now();
-        let triggers = judge::triggers(&snapshot, &escalations.current(), now, &remediation.config);
+        let triggers = judge::triggers(&snapshot, &escalations.current(), &remediation.config);
         tokio::select! {
             () = remediation.tick(&triggers, now) => {}
             _ = shutdown.changed() => return,

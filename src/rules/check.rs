@@ -30,7 +30,7 @@ pub struct GpuEvalState {
     #[serde(default)]
     pub utilization: WindowAverage,
     /// Per Xid code, the epochs (boot id and GPU resets within that boot,
-    /// see [`epoch`]) in which it was counted, oldest first, at most
+    /// see `epoch`) in which it was counted, oldest first, at most
     /// [`EPOCHS_KEPT`]: `xid_recurring` escalates when one comes back.
     /// Saved with the alert state, so an agent restart keeps it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -422,19 +422,9 @@ pub(super) fn node_check(
             (total == 0, Some(total as f64))
         }
         Condition::GpusMissingFromDriver => {
-            let missing = missing_from_driver(snapshot).len();
+            let missing = snapshot.missing_from_driver().len();
             (missing > 0, Some(missing as f64))
         }
         _ => (false, None),
     }
-}
-
-/// The PCI addresses of the NVIDIA GPUs on the bus that NVML does not list.
-pub fn missing_from_driver(snapshot: &Snapshot) -> Vec<String> {
-    snapshot.collection.health.missing_from_driver(
-        snapshot
-            .gpus
-            .iter()
-            .filter_map(|g| g.identity.pci_bus_id.as_deref()),
-    )
 }

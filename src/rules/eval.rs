@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::anomaly;
-use super::check::{check, missing_from_driver, node_check, observe, GpuEvalState};
+use super::check::{check, node_check, observe, GpuEvalState};
 use super::condition::{Condition, Direction};
 use super::rule::{AlertKey, AlertState, Rule, Target, Transition};
 use super::template::Context;
@@ -390,7 +390,7 @@ fn annotations(
     value: Option<f64>,
 ) -> BTreeMap<String, String> {
     let missing = match rule.condition {
-        Condition::GpusMissingFromDriver => Some(missing_from_driver(snapshot).join(", ")),
+        Condition::GpusMissingFromDriver => Some(snapshot.missing_from_driver().join(", ")),
         _ => None,
     };
     let context = Context {

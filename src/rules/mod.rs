@@ -24,7 +24,7 @@ pub mod template;
 pub mod window;
 
 pub use builtin::builtin_rules;
-pub use check::{metric_value, missing_from_driver, GpuEvalState};
+pub use check::{metric_value, GpuEvalState};
 pub use condition::{Condition, Counter, Direction, Flag, Metric, Op};
 pub use condition_parse::ConditionError;
 pub use eval::{evaluate, Alert, EvalState, ANNOTATION_REFRESH};

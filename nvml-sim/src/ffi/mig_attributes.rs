@@ -1,6 +1,6 @@
 //! `nvmlDeviceGetAttributes_v2` on MIG device handles: what a MIG device's
 //! profile is made of (GPU- and compute-instance slices, memory), from which
-//! tools such as nvidia-smi and gpuwatch name it ("<slices>g.<GiB>gb").
+//! tools such as nvidia-smi and gpuwatch name it (`"<slices>g.<GiB>gb"`).
 //!
 //! The slice counts come from the scenario's `profile` key ("3g.40gb" →
 //! 3 slices; one compute instance spanning the GPU instance) and the memory

@@ -86,7 +86,7 @@ pub(super) const VIOLATION_REASONS: [(&str, u32); 5] = [
 
 /// The one `nvmlDeviceGetFieldValues` batch of the fast tier (v12 ids):
 /// power, memory temperature, then the violation counters of
-/// [`VIOLATION_REASONS`]. Public so benchmarks make exactly the same call.
+/// `VIOLATION_REASONS`. Public so benchmarks make exactly the same call.
 pub const FAST_FIELD_IDS: [u32; 7] = [
     id::POWER_INSTANT,
     id::MEMORY_TEMP,

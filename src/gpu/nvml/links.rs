@@ -110,23 +110,25 @@ impl GpuDevice<'_> {
                 let answer = values.answer(field, link).map(as_count);
                 counted(name, answer, tally);
             }
-            match crc_data_field(link) {
-                Some(field) => counted(CRC_DATA, values.answer(field, 0).map(as_count), tally),
-                None => match self
-                    .device
-                    .link_wrapper_for(link)
-                    .error_counter(ErrorCounter::DlCrcData)
-                {
-                    Ok(value) => counted(CRC_DATA, Some(Ok(value)), tally),
-                    Err(error) if no_link(&error) => {}
-                    Err(error) => {
-                        let _ = tally.call(group, "nvmlDeviceGetNvLinkErrorCounter", || {
-                            Err::<(), _>(error)
-                        });
-                    }
-                },
+            if let Some(field) = crc_data_field(link) {
+                counted(CRC_DATA, values.answer(field, 0).map(as_count), tally);
             }
             nvlink.push(NvLinkState { link, up, errors });
+        }
+        let without_field = nvlink
+            .iter()
+            .map(|l| l.link)
+            .filter(|&link| crc_data_field(link).is_none())
+            .collect::<Vec<_>>();
+        let crc_data = crc_data_by_call(&without_field, group, tally, |link| {
+            self.device
+                .link_wrapper_for(link)
+                .error_counter(ErrorCounter::DlCrcData)
+        });
+        for (link, value) in crc_data {
+            if let Some(state) = nvlink.iter_mut().find(|l| l.link == link) {
+                state.errors.insert(CRC_DATA, value);
+            }
         }
         // A value beyond NVML's 0-4 is kept as "unknown" with its raw
         // value, never dropped: the driver asks for something.
@@ -172,6 +174,30 @@ impl GpuDevice<'_> {
         };
         (health, traffic, values)
     }
+}
+
+/// The CRC data counters of `links` (those without a per-link field),
+/// one `nvmlDeviceGetNvLinkErrorCounter` call each through the tally: "no
+/// such link" is an answer (absent), an error is counted under that
+/// function, and once the GPU is lost no further call is made.
+fn crc_data_by_call(
+    links: &[u32],
+    group: FieldGroup,
+    tally: &mut Tally,
+    mut read: impl FnMut(u32) -> Result<u64, NvmlError>,
+) -> Vec<(u32, u64)> {
+    links
+        .iter()
+        .filter_map(|&link| {
+            let answer = tally.call(group, "nvmlDeviceGetNvLinkErrorCounter", || {
+                match read(link) {
+                    Err(error) if no_link(&error) => Ok(None),
+                    other => other.map(Some),
+                }
+            });
+            answer.flatten().map(|value| (link, value))
+        })
+        .collect()
 }
 
 /// A counter's answer as a count.
@@ -237,6 +263,37 @@ mod tests {
         let with_traffic = batch(true, &[]);
         assert_eq!(with_traffic.len(), 1 + 12 * 7 + 6 * 6);
         assert!(with_traffic.contains(&Scoped { id: 139, scope: 17 }));
+    }
+
+    /// Links 12-17 are read one call each through the tally: a lost GPU
+    /// stops the calls at the first, and is counted once; "no such link"
+    /// is no error.
+    #[test]
+    fn crc_data_calls_go_through_the_tally_and_stop_at_a_lost_gpu() {
+        let mut tally = Tally::default();
+        let mut calls = 0;
+        let got = crc_data_by_call(&[12, 13, 14, 15], FieldGroup::Device, &mut tally, |link| {
+            calls += 1;
+            match link {
+                12 => Ok(7),
+                13 => Err(NvmlError::NotSupported),
+                _ => Err(NvmlError::GpuLost),
+            }
+        });
+        assert_eq!(got, vec![(12, 7)]);
+        assert_eq!(calls, 3, "no call after the GPU was lost");
+        assert!(tally.lost.is_some());
+        let counted: Vec<_> = tally.errors.iter().collect();
+        assert_eq!(
+            counted,
+            vec![(
+                &(
+                    "nvmlDeviceGetNvLinkErrorCounter".to_string(),
+                    "gpu_lost".to_string()
+                ),
+                &1
+            )]
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! `nvmlDeviceGetAttributes_v2` on a MIG device handle gives the GPU
 //! instance's slice count and memory; the profile is named
-//! "<slices>g.<GiB rounded up>gb", as nvidia-smi and dcgm-exporter
+//! `"<slices>g.<GiB rounded up>gb"`, as nvidia-smi and dcgm-exporter
 //! (`GPU_I_PROFILE`) write it (A100 40GB: 1g.5gb has 4864 MiB; H100 80GB:
 //! 3g.40gb has 40192 MiB). Read once per MIG device: the sampler keeps the
 //! name while the device's UUID stays.

@@ -68,7 +68,7 @@ pub struct GpuProcess {
     /// Whether NVML lists the process as a client of an MPS server.
     pub mps_client: bool,
     /// The Kubernetes container the process belongs to, by the kubelet's
-    /// device allocations (see [`crate::kubernetes::attribute`]).
+    /// device allocations (see [`crate::kubernetes::attribute()`]).
     pub pod: Option<Arc<PodContainer>>,
     /// The Slurm job the HPC job mapping directory names for the process's
     /// GPU (or MIG instance), when it names exactly one and the process
