@@ -18,10 +18,12 @@ pub mod check;
 pub mod condition;
 mod condition_parse;
 pub mod eval;
+mod machine;
 pub mod parse;
 pub mod rule;
 pub mod template;
 pub mod window;
+pub mod workload;
 
 pub use builtin::builtin_rules;
 pub use check::{metric_value, missing_from_driver, GpuEvalState};

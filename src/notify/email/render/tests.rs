@@ -47,6 +47,7 @@ fn payload(status: &str, external_url: &str) -> OutboxMessage {
                 points: vec![Some(64.0), None, Some(80.0), Some(90.0)],
             }),
         }),
+        ..Details::default()
     });
     p
 }
