@@ -68,30 +68,6 @@ pub struct Alert {
 /// `value` is the latest at every evaluation.
 pub const ANNOTATION_REFRESH: Duration = Duration::from_secs(10);
 
-impl EvalState {
-    /// The Xid codes per GPU that `GpuXidRecurring` says came back after GPU
-    /// resets or node reboots (its firing alerts; the value is the code),
-    /// for the health verdict.
-    pub fn xid_escalations(&self) -> crate::health::escalation::Escalated {
-        let mut out = crate::health::escalation::Escalated::new();
-        for (key, alert) in &self.alerts {
-            let (Target::Gpu(gpu), AlertState::Firing { .. }, Some(value)) =
-                (&key.target, &alert.state, alert.value)
-            else {
-                continue;
-            };
-            if key.rule != super::builtin::XID_RECURRING || value.is_nan() || value < 1.0 {
-                continue;
-            }
-            let codes = out.entry(gpu.clone()).or_default();
-            codes.push(value as u64);
-            codes.sort_unstable();
-            codes.dedup();
-        }
-        out
-    }
-}
-
 /// Evaluates `rules` against `snapshot` at `now`. Pure: the same inputs
 /// give the same outputs. Call it on every snapshot; to notice a hung
 /// sampler (`stale`), call it also on a timer with the latest snapshot.
@@ -130,7 +106,7 @@ pub fn evaluate(
     for rule in rules {
         let rule_active = active_rules.contains(rule.name.as_str());
         if rule.condition.is_workload_level() {
-            workload::evaluate_rule(
+            evaluate_workload_rule(
                 rule,
                 snapshot,
                 previous,
@@ -410,6 +386,73 @@ fn annotations(
         rendered.entry("workloads".into()).or_insert(on_gpu);
     }
     rendered
+}
+
+/// Evaluates one workload-level rule over the live workloads of
+/// `snapshot`: updates each one's window in `next`, steps its alert and
+/// records the key in `visited`.
+#[allow(clippy::too_many_arguments)]
+fn evaluate_workload_rule(
+    rule: &Rule,
+    snapshot: &Snapshot,
+    previous: &EvalState,
+    next: &mut EvalState,
+    transitions: &mut Vec<Transition>,
+    visited: &mut BTreeSet<AlertKey>,
+    now: SystemTime,
+) {
+    let Condition::WorkloadIdle { below, kinds } = &rule.condition else {
+        return;
+    };
+    for workload in snapshot.workloads.live.iter() {
+        if !workload::judged(workload, kinds) {
+            continue;
+        }
+        let key = AlertKey {
+            rule: rule.name.clone(),
+            target: workload::target(workload),
+        };
+        let window_key = (rule.name.clone(), key.target.clone());
+        let mut window = previous
+            .workloads
+            .get(&window_key)
+            .cloned()
+            .unwrap_or_default();
+        let total = workload.total();
+        let reading = window.observe(
+            snapshot.taken_at,
+            total.gpu_seconds,
+            total.sm_active_seconds,
+            rule.for_,
+        );
+        next.workloads.insert(window_key, window);
+        count_value(&mut next.values, rule, reading.ratio);
+        let holds = reading.ratio.is_some_and(|r| r < *below);
+        let check = Check {
+            holds,
+            stay: holds,
+            value: reading.ratio,
+            // The window is the hold: pending while it fills, firing once
+            // it is full and still idle.
+            for_: if reading.full {
+                Duration::ZERO
+            } else {
+                Duration::MAX
+            },
+        };
+        step(
+            rule,
+            Subject::Workload(workload),
+            snapshot,
+            key.clone(),
+            check,
+            previous,
+            next,
+            transitions,
+            now,
+        );
+        visited.insert(key);
+    }
 }
 
 /// The alert map as a list, since JSON object keys must be strings.

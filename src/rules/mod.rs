@@ -17,6 +17,7 @@ pub mod capacity;
 pub mod check;
 pub mod condition;
 mod condition_parse;
+mod escalation;
 pub mod eval;
 mod machine;
 pub mod parse;

@@ -26,10 +26,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use super::condition::Condition;
-use super::eval::{count_value, step, Check, EvalState, Subject};
-use super::rule::{AlertKey, Rule, Target, Transition};
-use crate::gpu::{Snapshot, Workload, WorkloadKind, WorkloadTable, MPS_SERVER_NAME};
+use super::rule::Target;
+use crate::gpu::{Workload, WorkloadKind, WorkloadTable, MPS_SERVER_NAME};
 
 /// Samples kept per window: the window's start is known to within
 /// `for / WINDOW_SAMPLES` (1 minute of a 30-minute window).
@@ -127,77 +125,10 @@ pub fn target(workload: &Workload) -> Target {
 /// Whether a workload rule judges `workload`: of one of `kinds` (all when
 /// empty), and not an MPS server (infrastructure: its clients are the
 /// workloads).
-fn judged(workload: &Workload, kinds: &[WorkloadKind]) -> bool {
+pub(super) fn judged(workload: &Workload, kinds: &[WorkloadKind]) -> bool {
     let mps_server = workload.key.kind == WorkloadKind::Process
         && workload.attributes.command.as_deref() == Some(MPS_SERVER_NAME);
     !mps_server && (kinds.is_empty() || kinds.contains(&workload.key.kind))
-}
-
-/// Evaluates one workload-level rule over the live workloads of
-/// `snapshot`: updates each one's window in `next`, steps its alert and
-/// records the key in `visited`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn evaluate_rule(
-    rule: &Rule,
-    snapshot: &Snapshot,
-    previous: &EvalState,
-    next: &mut EvalState,
-    transitions: &mut Vec<Transition>,
-    visited: &mut BTreeSet<AlertKey>,
-    now: SystemTime,
-) {
-    let Condition::WorkloadIdle { below, kinds } = &rule.condition else {
-        return;
-    };
-    for workload in snapshot.workloads.live.iter() {
-        if !judged(workload, kinds) {
-            continue;
-        }
-        let key = AlertKey {
-            rule: rule.name.clone(),
-            target: target(workload),
-        };
-        let window_key = (rule.name.clone(), key.target.clone());
-        let mut window = previous
-            .workloads
-            .get(&window_key)
-            .cloned()
-            .unwrap_or_default();
-        let total = workload.total();
-        let reading = window.observe(
-            snapshot.taken_at,
-            total.gpu_seconds,
-            total.sm_active_seconds,
-            rule.for_,
-        );
-        next.workloads.insert(window_key, window);
-        count_value(&mut next.values, rule, reading.ratio);
-        let holds = reading.ratio.is_some_and(|r| r < *below);
-        let check = Check {
-            holds,
-            stay: holds,
-            value: reading.ratio,
-            // The window is the hold: pending while it fills, firing once
-            // it is full and still idle.
-            for_: if reading.full {
-                Duration::ZERO
-            } else {
-                Duration::MAX
-            },
-        };
-        step(
-            rule,
-            Subject::Workload(workload),
-            snapshot,
-            key.clone(),
-            check,
-            previous,
-            next,
-            transitions,
-            now,
-        );
-        visited.insert(key);
-    }
 }
 
 /// The labels a workload alert adds: `kind`, `workload` (the id), `user`,

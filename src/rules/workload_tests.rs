@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
-use crate::gpu::{testing, Device, Usage, WorkloadAttributes, WorkloadKey};
-use crate::rules::{builtin_rules, evaluate, parse_rules, AlertState, EvalState, Rule};
+use crate::gpu::{testing, Device, Snapshot, Usage, WorkloadAttributes, WorkloadKey};
+use crate::rules::{builtin_rules, evaluate, parse_rules, AlertState, Condition, EvalState, Rule};
 
 fn at(s: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_000_000 + s)
