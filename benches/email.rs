@@ -60,6 +60,7 @@ fn payload() -> String {
                 points,
             }),
         }),
+        ..Details::default()
     });
     message.to_json().expect("JSON")
 }

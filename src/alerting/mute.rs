@@ -50,7 +50,7 @@ impl<'a> Mutes<'a> {
             })
             .filter_map(|(key, _)| match &key.target {
                 Target::Gpu(uuid) => Some(uuid.clone()),
-                Target::Node => None,
+                Target::Node | Target::Workload { .. } => None,
             })
             .collect();
         Mutes {

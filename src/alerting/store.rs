@@ -4,7 +4,7 @@ use std::time::SystemTime;
 
 use sqlx::SqlitePool;
 
-use crate::rules::{AlertState, EvalState, Target, Transition};
+use crate::rules::{AlertState, EvalState, Transition};
 
 use super::plan::{Change, Notified, Sent};
 use super::route::Destination;
@@ -117,10 +117,7 @@ pub async fn save(
     .execute(&mut *tx)
     .await?;
     for t in transitions {
-        let target = match &t.key.target {
-            Target::Gpu(uuid) => uuid.clone(),
-            Target::Node => "node".to_string(),
-        };
+        let target = t.key.target.as_text();
         sqlx::query(
             "INSERT INTO alert_transition (ts, alertname, target, from_state, to_state, severity, value, labels, annotations) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -186,7 +183,7 @@ mod tests {
     use crate::alerting::matcher::Matcher;
     use crate::alerting::route::Route;
     use crate::history::{Durability, Store};
-    use crate::rules::{Alert, AlertKey};
+    use crate::rules::{Alert, AlertKey, Target};
 
     fn alert(rule: &str, state: AlertState) -> (AlertKey, Alert) {
         let labels: BTreeMap<String, String> = [("alertname", rule), ("gpu", "1")]

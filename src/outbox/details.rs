@@ -20,6 +20,8 @@ use crate::history::query::{self, GpuSelector};
 use crate::history::Retention;
 use crate::rules::{Condition, Metric, Rule, Target, Transition};
 
+use super::workload::{self, WorkloadDetails};
+
 /// How far back the history in a notification reaches.
 pub const HISTORY_SPAN: Duration = Duration::from_secs(30 * 60);
 
@@ -46,6 +48,13 @@ pub struct Details {
     /// slowdown), when the rule has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric: Option<MetricDetails>,
+    /// The workload a workload alert is about (`GpuWorkloadIdle`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadDetails>,
+    /// The workloads on a GPU alert's GPU (at most 3; the `workloads`
+    /// annotation says how many more).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadDetails>,
 }
 
 /// The reading behind an alert, now and over the last [`HISTORY_SPAN`].
@@ -184,7 +193,7 @@ pub fn related(condition: &Condition) -> Option<Related> {
 pub fn describe(rule: Option<&Rule>, snapshot: &Snapshot, t: &Transition) -> Details {
     let gpu = match &t.key.target {
         Target::Gpu(id) => snapshot.gpus.iter().find(|g| g.alert_key() == *id),
-        Target::Node => None,
+        Target::Node | Target::Workload { .. } => None,
     };
     let related = rule.and_then(|r| related(&r.condition));
     Details {
@@ -205,6 +214,8 @@ pub fn describe(rule: Option<&Rule>, snapshot: &Snapshot, t: &Transition) -> Det
                 history: None,
             })
         }),
+        workload: workload::of_target(snapshot, &t.key.target),
+        workloads: gpu.map_or_else(Vec::new, |g| workload::on_gpu(&snapshot.workloads, g.index)),
     }
 }
 
@@ -438,6 +449,7 @@ mod tests {
             threshold: Some(85.0),
             gpu_name: Some("NVIDIA H100".into()),
             metric: None,
+            ..Details::default()
         };
         message.alerts[0].details = Some(details.clone());
         let json = message.to_json().expect("JSON");

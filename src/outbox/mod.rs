@@ -9,6 +9,8 @@
 //! - [`details`]: what a message says beyond labels and annotations (the
 //!   reading behind the alert and its recent history), gathered when the
 //!   message is written.
+//! - [`workload`]: who an alert is about (a workload alert's workload, the
+//!   workloads on a GPU alert's GPU), part of the details.
 //! - [`store`]: the outbox table's SQL.
 //! - [`doorbell`]: rung when rows were added, so receivers wait instead of
 //!   polling.
@@ -21,6 +23,7 @@ pub mod details;
 pub mod doorbell;
 pub mod message;
 pub mod store;
+pub mod workload;
 
 pub use details::Details;
 pub use doorbell::Doorbell;

@@ -329,6 +329,25 @@ pub fn builtin_rules() -> Vec<Rule> {
             "GPU {{ .gpu }} on {{ .host }} is held by processes but idle",
             "Processes hold memory on GPU {{ .gpu }} ({{ .name }}, {{ .uuid }}) on {{ .host }}, yet its SMs have been active {{ .value }} of the time (alert below {{ .threshold }}) for {{ .for }}. The allocation is likely idle: a notebook left open or a hung job. Free it for others.",
         ),
+        // The same waste named by its owner: one alert per workload (Slurm
+        // job, pod, container, plain process) whose SM-active seconds per
+        // GPU-second held over the last 30 minutes (the `for` is the
+        // window) stayed below 1 %. Plain processes count too: on a shared
+        // workstation or a node without a scheduler the process and its
+        // user are the only owner there is (the MPS server is skipped: its
+        // clients are the workloads). Warning like GpuHeldButIdle: nothing
+        // breaks, but someone should free the GPUs today.
+        rule(
+            "GpuWorkloadIdle",
+            Condition::WorkloadIdle {
+                below: 0.01,
+                kinds: Vec::new(),
+            },
+            1800,
+            Severity::Warning,
+            "{{ .workload }} on {{ .host }} holds GPUs {{ .gpus }} but idles",
+            "{{ .workload }} has held GPUs {{ .gpus }} on {{ .host }} for {{ .for }} with SM activity {{ .value_percent }} % (alert below {{ .threshold_percent }} %): SM-active seconds per GPU-second held over that window. Ask its owner to free the GPUs, or cancel it.",
+        ),
         // The snapshot is older than 30 s (several intervals plus the
         // sampler's 10 s timeout) for 2 minutes: NVML or the driver hangs.
         rule(

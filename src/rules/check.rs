@@ -365,7 +365,8 @@ pub(super) fn check(
         }
         Condition::Stale { .. }
         | Condition::FitsNowhere { .. }
-        | Condition::GpusMissingFromDriver => (false, None),
+        | Condition::GpusMissingFromDriver
+        | Condition::WorkloadIdle { .. } => (false, None),
         Condition::TemperatureAnomaly { margin } => match changes.anomaly {
             Some(score) => (score.is_anomalous(*margin), Some(score.above_mean)),
             None => (false, None),

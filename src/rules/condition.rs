@@ -12,6 +12,8 @@
 //! gpus_missing_from_driver              (node) NVIDIA GPUs on the PCI bus that NVML does not list
 //! absent(power)                         a reading this GPU gives is missing
 //! stale(30s)                            the snapshot is older than this (node-level)
+//! workload_idle(0.01)                   (per workload) SM-active / held seconds over the rule's `for` below this
+//! workload_idle(0.01, slurm_job, pod)   the same, for these workload kinds only
 //! temperature_anomaly(8)                above its own baseline at this load (see anomaly)
 //! peer_hotter(15)                       hotter than its peers at similar load (see anomaly)
 //! A or B                                either (GPU-level conditions only)
@@ -351,6 +353,16 @@ pub enum Condition {
     /// NVIDIA GPUs sit on the PCI bus that NVML does not list (node-level;
     /// the value is how many, see the health module's PCI scan).
     GpusMissingFromDriver,
+    /// A live workload (Slurm job, pod, container, process) whose
+    /// SM-active seconds per GPU-second held, over the rule's `for` (the
+    /// window), stayed below `below` (workload-level: one alert per
+    /// workload, see [`super::workload`]).
+    WorkloadIdle {
+        /// The ratio below which the workload counts as idle, 0..1.
+        below: f64,
+        /// The kinds judged; empty: every kind.
+        kinds: Vec<crate::gpu::WorkloadKind>,
+    },
     /// Any of these (GPU-level) conditions.
     Any(Vec<Condition>),
     /// All of these (GPU-level) conditions; the value and threshold shown
@@ -369,6 +381,11 @@ impl Condition {
         )
     }
 
+    /// Whether the rule makes one alert per workload rather than per GPU.
+    pub fn is_workload_level(&self) -> bool {
+        matches!(self, Condition::WorkloadIdle { .. })
+    }
+
     /// The threshold shown as `{{ .threshold }}`: a comparison's number, a
     /// staleness limit in seconds.
     pub fn threshold(&self) -> Option<f64> {
@@ -376,6 +393,7 @@ impl Condition {
             Condition::Compare { threshold, .. } => Some(*threshold),
             Condition::Stale { max_age } => Some(max_age.as_secs_f64()),
             Condition::XidRecurring { after } => Some(f64::from(*after)),
+            Condition::WorkloadIdle { below, .. } => Some(*below),
             Condition::TemperatureAnomaly { margin } | Condition::PeerHotter { margin } => {
                 Some(*margin)
             }
@@ -413,6 +431,13 @@ impl fmt::Display for Condition {
             }
             Condition::TemperatureAnomaly { margin } => write!(f, "temperature_anomaly({margin})"),
             Condition::PeerHotter { margin } => write!(f, "peer_hotter({margin})"),
+            Condition::WorkloadIdle { below, kinds } => {
+                write!(f, "workload_idle({below}")?;
+                for kind in kinds {
+                    write!(f, ", {}", kind.as_str())?;
+                }
+                f.write_str(")")
+            }
             Condition::FitsNowhere { profile, .. } => {
                 write!(f, "fits_nowhere(profile {})", profile.name)
             }

@@ -2,6 +2,7 @@
 //! into a [`Condition`].
 
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
+use crate::gpu::WorkloadKind;
 
 use super::condition::{Condition, Metric, Op, COUNTERS, FLAGS, METRICS};
 
@@ -12,7 +13,7 @@ pub enum ConditionError {
     #[error("\"{0}\" mixes \"and\" with \"or\"; write one rule per alternative")]
     MixedAndOr(String),
     /// A node-level condition joined with others by `joiner`.
-    #[error("\"{part}\" is node-level and cannot be combined with \"{joiner}\"")]
+    #[error("\"{part}\" is node-level or workload-level and cannot be combined with \"{joiner}\"")]
     NodeLevelCombined {
         /// The node-level part.
         part: String,
@@ -95,8 +96,14 @@ pub enum ConditionError {
         #[source]
         source: Option<std::num::ParseIntError>,
     },
+    /// A `workload_idle` ratio that is not a number in 0..1.
+    #[error("\"{0}\" is not a ratio of SM-active to held GPU time; write a number from 0 to 1, e.g. workload_idle(0.01)")]
+    BadIdleRatio(String),
+    /// A `workload_idle` kind that names no workload kind.
+    #[error("\"{0}\" is not a workload kind; use slurm_job, pod, container or process")]
+    UnknownWorkloadKind(String),
     /// An unknown function.
-    #[error("\"{0}\" is not a condition function; use clock_event, xid, xid_recurring, increase, absent, stale, temperature_anomaly or peer_hotter")]
+    #[error("\"{0}\" is not a condition function; use clock_event, xid, xid_recurring, increase, absent, stale, temperature_anomaly, peer_hotter or workload_idle")]
     UnknownFunction(String),
     /// A threshold of a byte metric that is neither a number nor a size.
     #[error("\"{0}\" is not a number or size; write it like 1073741824 or 1GiB")]
@@ -132,7 +139,7 @@ impl Condition {
                     return Err(ConditionError::MixedAndOr(text.to_string()));
                 }
                 let condition = parse_one(part)?;
-                if condition.is_node_level() {
+                if condition.is_node_level() || condition.is_workload_level() {
                     return Err(ConditionError::NodeLevelCombined {
                         part: part.to_string(),
                         joiner: "and",
@@ -147,7 +154,7 @@ impl Condition {
             let mut list = Vec::new();
             for part in parts {
                 let condition = parse_one(part)?;
-                if condition.is_node_level() {
+                if condition.is_node_level() || condition.is_workload_level() {
                     return Err(ConditionError::NodeLevelCombined {
                         part: part.to_string(),
                         joiner: "or",
@@ -308,6 +315,24 @@ fn parse_call(function: &str, args: &[&str], text: &str) -> Result<Condition, Co
             } else {
                 Condition::TemperatureAnomaly { margin }
             })
+        }
+        "workload_idle" => {
+            let Some((ratio, kinds)) = args.split_first() else {
+                return Err(ConditionError::BadIdleRatio(String::new()));
+            };
+            let below = match ratio.parse::<f64>() {
+                Ok(r) if (0.0..=1.0).contains(&r) => r,
+                _ => return Err(ConditionError::BadIdleRatio(ratio.to_string())),
+            };
+            let mut list = Vec::new();
+            for name in kinds {
+                let kind = WorkloadKind::parse(name)
+                    .ok_or_else(|| ConditionError::UnknownWorkloadKind(name.to_string()))?;
+                if !list.contains(&kind) {
+                    list.push(kind);
+                }
+            }
+            Ok(Condition::WorkloadIdle { below, kinds: list })
         }
         _ => Err(ConditionError::UnknownFunction(function.to_string())),
     }

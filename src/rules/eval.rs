@@ -9,14 +9,14 @@ use serde::{Deserialize, Serialize};
 
 use super::anomaly;
 use super::check::{check, node_check, observe, GpuEvalState};
-use super::condition::{Condition, Direction};
+use super::condition::Condition;
 use super::rule::{AlertKey, AlertState, Rule, Target, Transition};
 use super::template::Context;
-use crate::gpu::{GpuSnapshot, Snapshot};
+use super::workload::{self, IdleWindow};
+use crate::gpu::{GpuSnapshot, Snapshot, Workload};
 
-/// How long a resolved alert is kept in the state before it is forgotten
-/// (Prometheus keeps resolved alerts for 15 minutes too).
-pub const RESOLVED_RETENTION: Duration = Duration::from_secs(15 * 60);
+pub use super::machine::RESOLVED_RETENTION;
+use super::machine::{advance, is_transition, stays};
 
 /// Everything an evaluation carries over to the next one. Serializable, so
 /// that it survives a restart: a firing alert restored from it does not fire
@@ -36,6 +36,11 @@ pub struct EvalState {
     /// (`gpuwatch_rule_values_total`). Not saved: a counter starts at 0.
     #[serde(skip)]
     pub values: BTreeMap<String, u64>,
+    /// Per (workload rule, workload): the window of its recent figures
+    /// (see [`workload`]); only live workloads'. Not saved: the workload
+    /// accounting starts over with the agent too.
+    #[serde(skip)]
+    pub workloads: BTreeMap<(String, Target), IdleWindow>,
 }
 
 /// One alert that is not inactive.
@@ -63,30 +68,6 @@ pub struct Alert {
 /// `value` is the latest at every evaluation.
 pub const ANNOTATION_REFRESH: Duration = Duration::from_secs(10);
 
-impl EvalState {
-    /// The Xid codes per GPU that `GpuXidRecurring` says came back after GPU
-    /// resets or node reboots (its firing alerts; the value is the code),
-    /// for the health verdict.
-    pub fn xid_escalations(&self) -> crate::health::escalation::Escalated {
-        let mut out = crate::health::escalation::Escalated::new();
-        for (key, alert) in &self.alerts {
-            let (Target::Gpu(gpu), AlertState::Firing { .. }, Some(value)) =
-                (&key.target, &alert.state, alert.value)
-            else {
-                continue;
-            };
-            if key.rule != super::builtin::XID_RECURRING || value.is_nan() || value < 1.0 {
-                continue;
-            }
-            let codes = out.entry(gpu.clone()).or_default();
-            codes.push(value as u64);
-            codes.sort_unstable();
-            codes.dedup();
-        }
-        out
-    }
-}
-
 /// Evaluates `rules` against `snapshot` at `now`. Pure: the same inputs
 /// give the same outputs. Call it on every snapshot; to notice a hung
 /// sampler (`stale`), call it also on a timer with the latest snapshot.
@@ -100,6 +81,7 @@ pub fn evaluate(
         alerts: BTreeMap::new(),
         gpus: previous.gpus.clone(),
         values: previous.values.clone(),
+        workloads: BTreeMap::new(),
     };
     let mut changes = BTreeMap::new();
     let peers = anomaly::peer_excess(snapshot);
@@ -123,6 +105,18 @@ pub fn evaluate(
     let mut visited = BTreeSet::new();
     for rule in rules {
         let rule_active = active_rules.contains(rule.name.as_str());
+        if rule.condition.is_workload_level() {
+            evaluate_workload_rule(
+                rule,
+                snapshot,
+                previous,
+                &mut next,
+                &mut transitions,
+                &mut visited,
+                now,
+            );
+            continue;
+        }
         if rule.condition.is_node_level() {
             let key = AlertKey {
                 rule: rule.name.clone(),
@@ -130,15 +124,18 @@ pub fn evaluate(
             };
             let (holds, value) = node_check(&rule.condition, snapshot, now);
             count_value(&mut next.values, rule, value);
-            let stay = stays(rule, holds, value);
+            let check = Check {
+                holds,
+                stay: stays(rule, holds, value),
+                value,
+                for_: rule.for_,
+            };
             step(
                 rule,
-                None,
+                Subject::Node,
                 snapshot,
                 key.clone(),
-                holds,
-                stay,
-                value,
+                check,
                 previous,
                 &mut next,
                 &mut transitions,
@@ -160,15 +157,18 @@ pub fn evaluate(
                 rule: rule.name.clone(),
                 target: Target::Gpu(id.clone()),
             };
-            let stay = stays(rule, holds, value);
+            let check = Check {
+                holds,
+                stay: stays(rule, holds, value),
+                value,
+                for_: rule.for_,
+            };
             step(
                 rule,
-                Some(gpu),
+                Subject::Gpu(gpu),
                 snapshot,
                 key.clone(),
-                holds,
-                stay,
-                value,
+                check,
                 previous,
                 &mut next,
                 &mut transitions,
@@ -211,7 +211,7 @@ pub fn evaluate(
 
 /// Counts a check of `rule`, +1 when it gave a value (every rule checked
 /// is listed, from 0).
-fn count_value(values: &mut BTreeMap<String, u64>, rule: &Rule, value: Option<f64>) {
+pub(super) fn count_value(values: &mut BTreeMap<String, u64>, rule: &Rule, value: Option<f64>) {
     let add = u64::from(value.is_some());
     match values.get_mut(&rule.name) {
         Some(n) => *n += add,
@@ -221,28 +221,69 @@ fn count_value(values: &mut BTreeMap<String, u64>, rule: &Rule, value: Option<f6
     }
 }
 
+/// What an alert is about, for its labels and annotations.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Subject<'a> {
+    /// The node.
+    Node,
+    /// One GPU.
+    Gpu(&'a GpuSnapshot),
+    /// One workload.
+    Workload(&'a Workload),
+}
+
+/// One check of a rule's condition for one alert, as [`step`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Check {
+    /// The condition holds.
+    pub holds: bool,
+    /// A firing alert stays firing (see [`stays`]).
+    pub stay: bool,
+    /// The condition's value.
+    pub value: Option<f64>,
+    /// How long it must hold before firing (the rule's `for`, or what a
+    /// workload window leaves of it).
+    pub for_: Duration,
+}
+
+/// Steps one alert: its next state, the transition if it changed, and its
+/// labels and annotations (rendered on a change and now and then while it
+/// holds).
 #[allow(clippy::too_many_arguments)]
-fn step(
+pub(super) fn step(
     rule: &Rule,
-    gpu: Option<&GpuSnapshot>,
+    subject: Subject<'_>,
     snapshot: &Snapshot,
     key: AlertKey,
-    holds: bool,
-    stay: bool,
-    value: Option<f64>,
+    check: Check,
     previous: &EvalState,
     next: &mut EvalState,
     transitions: &mut Vec<Transition>,
     now: SystemTime,
 ) {
+    let Check {
+        holds,
+        stay,
+        value,
+        for_,
+    } = check;
     let old = previous.alerts.get(&key);
     let from = old.map_or(AlertState::Inactive, |a| a.state);
-    let to = advance(from, holds, stay, rule.for_, rule.keep_firing_for, now);
+    let to = advance(from, holds, stay, for_, rule.keep_firing_for, now);
     if matches!(from, AlertState::Inactive) && matches!(to, AlertState::Inactive) {
         return;
     }
     let changed = is_transition(from, to);
+    // A workload alert keeps the labels it was first given (its GPUs may
+    // grow) until it resolves, so its fingerprint stays one.
+    let sticky = matches!(subject, Subject::Workload(_))
+        && matches!(from, AlertState::Pending { .. } | AlertState::Firing { .. });
     let (labels, annotations, annotated_at) = match old {
+        Some(old) if changed && sticky => (
+            old.labels.clone(),
+            annotations(rule, subject, snapshot, value),
+            Some(now),
+        ),
         Some(old) if !changed => {
             // While the condition holds, render again now and then so the
             // annotations show a recent value.
@@ -250,7 +291,7 @@ fn step(
                 now.duration_since(at).unwrap_or(Duration::ZERO) >= ANNOTATION_REFRESH
             });
             if holds && due {
-                let fresh = annotations(rule, gpu, snapshot, value);
+                let fresh = annotations(rule, subject, snapshot, value);
                 (old.labels.clone(), fresh, Some(now))
             } else {
                 (
@@ -261,8 +302,8 @@ fn step(
             }
         }
         _ => (
-            labels(rule, gpu, snapshot),
-            annotations(rule, gpu, snapshot, value),
+            labels(rule, subject, snapshot),
+            annotations(rule, subject, snapshot, value),
             Some(now),
         ),
     };
@@ -291,107 +332,38 @@ fn step(
     }
 }
 
-/// One step of the state machine. `holds`: the condition is true; `stay`:
-/// a firing alert's stay condition (the clear threshold not crossed, or the
-/// condition itself without one).
-fn advance(
-    from: AlertState,
-    holds: bool,
-    stay: bool,
-    for_: Duration,
-    keep_firing_for: Duration,
-    now: SystemTime,
-) -> AlertState {
-    let elapsed = |since: SystemTime| now.duration_since(since).unwrap_or(Duration::ZERO);
-    match from {
-        AlertState::Inactive | AlertState::Resolved { .. } if holds => {
-            if for_.is_zero() {
-                AlertState::Firing {
-                    since: now,
-                    last_true: now,
-                }
-            } else {
-                AlertState::Pending { since: now }
-            }
-        }
-        AlertState::Inactive => AlertState::Inactive,
-        AlertState::Resolved { at } => {
-            if elapsed(at) >= RESOLVED_RETENTION {
-                AlertState::Inactive
-            } else {
-                from
-            }
-        }
-        AlertState::Pending { since } if holds => {
-            if elapsed(since) >= for_ {
-                AlertState::Firing {
-                    since,
-                    last_true: now,
-                }
-            } else {
-                from
-            }
-        }
-        AlertState::Pending { .. } => AlertState::Inactive,
-        AlertState::Firing { since, .. } if stay => AlertState::Firing {
-            since,
-            last_true: now,
-        },
-        AlertState::Firing { last_true, .. } => {
-            if !keep_firing_for.is_zero() && elapsed(last_true) < keep_firing_for {
-                from
-            } else {
-                AlertState::Resolved { at: now }
-            }
-        }
-    }
-}
-
-/// Whether a state change is reported: every change of kind except a
-/// resolved alert being forgotten after [`RESOLVED_RETENTION`].
-fn is_transition(from: AlertState, to: AlertState) -> bool {
-    from.as_str() != to.as_str()
-        && !matches!(
-            (from, to),
-            (AlertState::Resolved { .. }, AlertState::Inactive)
-        )
-}
-
-/// Whether a firing alert stays firing: with a clear threshold, until the
-/// value crosses it; otherwise while the condition holds.
-fn stays(rule: &Rule, holds: bool, value: Option<f64>) -> bool {
-    let (Some(clear), Condition::Compare { op, .. }) = (rule.clear, &rule.condition) else {
-        return holds;
-    };
-    match (value, op.direction()) {
-        (Some(v), Direction::Up) => v > clear,
-        (Some(v), Direction::Down) => v < clear,
-        (Some(_), Direction::Neither) => holds,
-        (None, _) => false,
-    }
-}
-
-fn labels(rule: &Rule, gpu: Option<&GpuSnapshot>, snapshot: &Snapshot) -> BTreeMap<String, String> {
+fn labels(rule: &Rule, subject: Subject<'_>, snapshot: &Snapshot) -> BTreeMap<String, String> {
     let mut labels = rule.labels.clone();
     labels.insert("alertname".into(), rule.name.clone());
     labels.insert("severity".into(), rule.severity.as_str().into());
     labels.insert("host".into(), snapshot.hostname.clone());
-    if let Some(gpu) = gpu {
-        labels.insert("gpu".into(), gpu.index.to_string());
-        labels.insert("uuid".into(), gpu.uuid.clone());
+    match subject {
+        Subject::Gpu(gpu) => {
+            labels.insert("gpu".into(), gpu.index.to_string());
+            labels.insert("uuid".into(), gpu.uuid.clone());
+        }
+        Subject::Workload(w) => workload::labels(w, &mut labels),
+        Subject::Node => {}
     }
     labels
 }
 
+/// The rule's annotations rendered for `subject`; a GPU alert also gets
+/// `workloads`, who ran on the GPU (see [`workload::on_gpu`]).
 fn annotations(
     rule: &Rule,
-    gpu: Option<&GpuSnapshot>,
+    subject: Subject<'_>,
     snapshot: &Snapshot,
     value: Option<f64>,
 ) -> BTreeMap<String, String> {
     let missing = match rule.condition {
         Condition::GpusMissingFromDriver => Some(snapshot.missing_from_driver().join(", ")),
         _ => None,
+    };
+    let (gpu, who, gpus) = match subject {
+        Subject::Gpu(gpu) => (Some(gpu), None, None),
+        Subject::Workload(w) => (None, Some(workload::describe(w)), Some(workload::gpus(w))),
+        Subject::Node => (None, None, None),
     };
     let context = Context {
         value,
@@ -402,11 +374,85 @@ fn annotations(
         threshold: rule.condition.threshold(),
         hold: rule.for_,
         missing_pci: missing.as_deref(),
+        workload: who.as_deref(),
+        gpus: gpus.as_deref(),
     };
-    rule.annotations
+    let mut rendered: BTreeMap<String, String> = rule
+        .annotations
         .iter()
         .map(|(name, template)| (name.clone(), template.render(&context)))
-        .collect()
+        .collect();
+    if let Some(on_gpu) = gpu.and_then(|g| workload::on_gpu(&snapshot.workloads, g.index)) {
+        rendered.entry("workloads".into()).or_insert(on_gpu);
+    }
+    rendered
+}
+
+/// Evaluates one workload-level rule over the live workloads of
+/// `snapshot`: updates each one's window in `next`, steps its alert and
+/// records the key in `visited`.
+#[allow(clippy::too_many_arguments)]
+fn evaluate_workload_rule(
+    rule: &Rule,
+    snapshot: &Snapshot,
+    previous: &EvalState,
+    next: &mut EvalState,
+    transitions: &mut Vec<Transition>,
+    visited: &mut BTreeSet<AlertKey>,
+    now: SystemTime,
+) {
+    let Condition::WorkloadIdle { below, kinds } = &rule.condition else {
+        return;
+    };
+    for workload in snapshot.workloads.live.iter() {
+        if !workload::judged(workload, kinds) {
+            continue;
+        }
+        let key = AlertKey {
+            rule: rule.name.clone(),
+            target: workload::target(workload),
+        };
+        let window_key = (rule.name.clone(), key.target.clone());
+        let mut window = previous
+            .workloads
+            .get(&window_key)
+            .cloned()
+            .unwrap_or_default();
+        let total = workload.total();
+        let reading = window.observe(
+            snapshot.taken_at,
+            total.gpu_seconds,
+            total.sm_active_seconds,
+            rule.for_,
+        );
+        next.workloads.insert(window_key, window);
+        count_value(&mut next.values, rule, reading.ratio);
+        let holds = reading.ratio.is_some_and(|r| r < *below);
+        let check = Check {
+            holds,
+            stay: holds,
+            value: reading.ratio,
+            // The window is the hold: pending while it fills, firing once
+            // it is full and still idle.
+            for_: if reading.full {
+                Duration::ZERO
+            } else {
+                Duration::MAX
+            },
+        };
+        step(
+            rule,
+            Subject::Workload(workload),
+            snapshot,
+            key.clone(),
+            check,
+            previous,
+            next,
+            transitions,
+            now,
+        );
+        visited.insert(key);
+    }
 }
 
 /// The alert map as a list, since JSON object keys must be strings.

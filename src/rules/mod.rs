@@ -17,11 +17,14 @@ pub mod capacity;
 pub mod check;
 pub mod condition;
 mod condition_parse;
+mod escalation;
 pub mod eval;
+mod machine;
 pub mod parse;
 pub mod rule;
 pub mod template;
 pub mod window;
+pub mod workload;
 
 pub use builtin::builtin_rules;
 pub use check::{metric_value, GpuEvalState};

@@ -73,13 +73,32 @@ pub struct Rule {
     pub annotations: BTreeMap<String, Template>,
 }
 
-/// What an alert is about: a GPU (by UUID) or the node as a whole.
+/// What an alert is about: a GPU (by UUID), the node as a whole, or one
+/// workload (a Slurm job, a pod, a container, a process).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Target {
     /// One GPU, by its UUID (or `index:N` when NVML gave no UUID).
     Gpu(String),
     /// The node (e.g. collection stale).
     Node,
+    /// One workload, by its kind (`slurm_job`, `pod`, ...) and id.
+    Workload {
+        /// The kind's name, as the `kind` label.
+        kind: String,
+        /// The id within the kind (job id, `namespace/pod`, ...).
+        id: String,
+    },
+}
+
+impl Target {
+    /// The target as one word: the GPU's UUID, `node`, or `kind:id`.
+    pub fn as_text(&self) -> String {
+        match self {
+            Target::Gpu(uuid) => uuid.clone(),
+            Target::Node => "node".to_string(),
+            Target::Workload { kind, id } => format!("{kind}:{id}"),
+        }
+    }
 }
 
 /// Identifies one alert: one per (rule, GPU) or (rule, node).
@@ -93,10 +112,7 @@ pub struct AlertKey {
 
 impl fmt::Display for AlertKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.target {
-            Target::Gpu(uuid) => write!(f, "{}/{}", self.rule, uuid),
-            Target::Node => write!(f, "{}/node", self.rule),
-        }
+        write!(f, "{}/{}", self.rule, self.target.as_text())
     }
 }
 
@@ -153,8 +169,9 @@ pub struct Transition {
     pub at: SystemTime,
     /// The condition's value at this evaluation, where it has one.
     pub value: Option<f64>,
-    /// The alert's labels: `alertname`, `severity`, `instance` (host), `gpu`
-    /// and `uuid` for GPU alerts, then the rule's own labels.
+    /// The alert's labels: `alertname`, `severity`, `host`, `gpu` and
+    /// `uuid` for GPU alerts, the workload's identity for workload alerts
+    /// (see [`super::workload`]), then the rule's own labels.
     pub labels: BTreeMap<String, String>,
     /// The rendered annotations.
     pub annotations: BTreeMap<String, String>,

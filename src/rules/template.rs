@@ -1,6 +1,9 @@
 //! Annotation templates: text with `{{ .value }}`, `{{ .gpu }}`,
 //! `{{ .uuid }}`, `{{ .name }}`, `{{ .host }}`, `{{ .threshold }}` and
-//! `{{ .for }}` (the rule's hold, e.g. "5 minutes"). Placeholders are checked
+//! `{{ .for }}` (the rule's hold, e.g. "5 minutes"), `{{ .value_percent }}`
+//! and `{{ .threshold_percent }}` (a ratio as a percentage), and for workload
+//! rules `{{ .workload }}` (who: "Slurm job 1234 of alice (account
+//! physics)") and `{{ .gpus }}` ("0,1"). Placeholders are checked
 //! when the template is parsed. A text that describes the rule takes its
 //! numbers from the rule as configured through these placeholders, never
 //! from a copy written into the text, so tuning a rule keeps its alert
@@ -32,6 +35,14 @@ pub enum Placeholder {
     XidDescription,
     /// The PCI addresses of GPUs on the bus that NVML does not list.
     MissingPci,
+    /// The value (a ratio) as a percentage, e.g. 0.002 → "0.2".
+    ValuePercent,
+    /// The threshold (a ratio) as a percentage.
+    ThresholdPercent,
+    /// The workload in words: kind, id, user, account or namespace.
+    Workload,
+    /// The GPUs the workload holds, e.g. "0,1".
+    Gpus,
 }
 
 const PLACEHOLDERS: &[(Placeholder, &str)] = &[
@@ -45,6 +56,10 @@ const PLACEHOLDERS: &[(Placeholder, &str)] = &[
     (Placeholder::XidAction, "xid_action"),
     (Placeholder::XidDescription, "xid_description"),
     (Placeholder::MissingPci, "missing_pci"),
+    (Placeholder::ValuePercent, "value_percent"),
+    (Placeholder::ThresholdPercent, "threshold_percent"),
+    (Placeholder::Workload, "workload"),
+    (Placeholder::Gpus, "gpus"),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +94,10 @@ pub struct Context<'a> {
     pub hold: Duration,
     /// PCI addresses of GPUs NVML does not list (`GpusMissingFromDriver`).
     pub missing_pci: Option<&'a str>,
+    /// The workload in words (workload rules).
+    pub workload: Option<&'a str>,
+    /// The GPUs the workload holds (workload rules).
+    pub gpus: Option<&'a str>,
 }
 
 /// Why an annotation template does not parse.
@@ -88,7 +107,7 @@ pub enum TemplateError {
     #[error("\"{{{{\" is not closed by \"}}}}\"")]
     Unclosed,
     /// `{{ x }}` names no placeholder.
-    #[error("\"{{{{ {0} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}}, {{{{ .threshold }}}}, {{{{ .for }}}}, {{{{ .xid_action }}}}, {{{{ .xid_description }}}} or {{{{ .missing_pci }}}}")]
+    #[error("\"{{{{ {0} }}}}\" is not a placeholder; use {{{{ .value }}}}, {{{{ .gpu }}}}, {{{{ .uuid }}}}, {{{{ .name }}}}, {{{{ .host }}}}, {{{{ .threshold }}}}, {{{{ .for }}}}, {{{{ .xid_action }}}}, {{{{ .xid_description }}}}, {{{{ .missing_pci }}}}, {{{{ .value_percent }}}}, {{{{ .threshold_percent }}}}, {{{{ .workload }}}} or {{{{ .gpus }}}}")]
     UnknownPlaceholder(String),
 }
 
@@ -153,6 +172,16 @@ impl Template {
                         Placeholder::MissingPci => {
                             write!(out, "{}", context.missing_pci.unwrap_or("n/a"))
                         }
+                        Placeholder::ValuePercent => {
+                            write!(out, "{}", number(context.value.map(|v| v * 100.0)))
+                        }
+                        Placeholder::ThresholdPercent => {
+                            write!(out, "{}", number(context.threshold.map(|v| v * 100.0)))
+                        }
+                        Placeholder::Workload => {
+                            write!(out, "{}", context.workload.unwrap_or("n/a"))
+                        }
+                        Placeholder::Gpus => write!(out, "{}", context.gpus.unwrap_or("n/a")),
                     };
                 }
             }

@@ -35,6 +35,12 @@ struct Facts<'a> {
     host: &'a str,
     gpu: Option<&'a str>,
     uuid: Option<&'a str>,
+    /// A workload alert's workload: (kind, id) from its labels.
+    workload: Option<(&'a str, &'a str)>,
+    /// Its identity's lines (User, Account, Namespace, GPUs) from labels.
+    identity: Vec<(&'static str, &'a str)>,
+    /// Who ran on a GPU alert's GPU (annotation `workloads`).
+    workloads: Option<&'a str>,
     summary: Option<&'a str>,
     description: Option<&'a str>,
     /// What to do first (annotation `action`: NVIDIA's Xid catalog for the
@@ -82,6 +88,18 @@ impl<'a> Facts<'a> {
             host: label("host").or_else(|| label("instance")).unwrap_or(""),
             gpu: label("gpu"),
             uuid: label("uuid"),
+            workload: label("kind").zip(label("workload")),
+            identity: [
+                ("User", "user"),
+                ("Account", "account"),
+                ("Namespace", "namespace"),
+                ("GPUs", "gpus"),
+            ]
+            .into_iter()
+            .filter(|_| label("kind").is_some() && label("workload").is_some())
+            .filter_map(|(row, key)| Some((row, label(key)?)))
+            .collect(),
+            workloads: text(&alert.annotations, "workloads"),
             summary: text(&alert.annotations, "summary"),
             description: text(&alert.annotations, "description"),
             // "n/a": a code beyond the catalog, no advice to show.
@@ -98,7 +116,17 @@ impl<'a> Facts<'a> {
                 .filter(|(k, _)| {
                     !matches!(
                         k.as_str(),
-                        "alertname" | "severity" | "host" | "gpu" | "uuid"
+                        "alertname"
+                            | "severity"
+                            | "host"
+                            | "gpu"
+                            | "uuid"
+                            | "kind"
+                            | "workload"
+                            | "user"
+                            | "account"
+                            | "namespace"
+                            | "gpus"
                     )
                 })
                 .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -107,9 +135,16 @@ impl<'a> Facts<'a> {
         }
     }
 
-    /// "node-1 gpu 3 (NVIDIA H100)", "node-1" for node alerts.
+    /// "node-1 gpu 3 (NVIDIA H100)", "node-1 slurm_job 1234" for workload
+    /// alerts, "node-1" for node alerts.
     fn target(&self) -> String {
         let mut out = self.host.to_string();
+        if let Some((kind, id)) = self.workload {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            let _ = write!(out, "{kind} {id}");
+        }
         if let Some(gpu) = self.gpu {
             if !out.is_empty() {
                 out.push(' ');
@@ -159,6 +194,15 @@ impl<'a> Facts<'a> {
                 let _ = write!(g, " ({uuid})");
             }
             rows.push(("GPU", g));
+        }
+        if let Some((kind, id)) = self.workload {
+            rows.push(("Workload", format!("{kind} {id}")));
+            for (row, value) in &self.identity {
+                rows.push((row, value.to_string()));
+            }
+        }
+        if let Some(workloads) = self.workloads {
+            rows.push(("Workloads", workloads.to_string()));
         }
         if let Some(condition) = &d.condition {
             rows.push(("Condition", condition.clone()));

@@ -18,6 +18,8 @@ fn templates_render_and_reject_unknown_placeholders() {
         threshold: Some(85.0),
         hold: Duration::from_secs(90),
         missing_pci: None,
+        workload: None,
+        gpus: None,
     };
     assert_eq!(
         t.render(&context),

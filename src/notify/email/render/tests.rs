@@ -47,6 +47,7 @@ fn payload(status: &str, external_url: &str) -> OutboxMessage {
                 points: vec![Some(64.0), None, Some(80.0), Some(90.0)],
             }),
         }),
+        ..Details::default()
     });
     p
 }
@@ -200,4 +201,54 @@ fn an_xid_email_says_what_to_do_first_and_what_the_xid_means() {
     // Other alerts have no action line.
     let r = render(&payload("firing", ""));
     assert!(!r.text.contains("What to do first"), "{}", r.text);
+}
+
+#[test]
+fn a_workload_alert_names_the_workload_and_a_gpu_alert_its_workloads() {
+    let p = json!({
+        "status": "firing",
+        "alerts": [{
+            "status": "firing",
+            "labels": {
+                "alertname": "GpuWorkloadIdle", "severity": "warning", "host": "node-7",
+                "kind": "slurm_job", "workload": "1234", "user": "alice",
+                "account": "physics", "gpus": "0,1", "team": "ml"
+            },
+            "annotations": {"summary": "Slurm job 1234 of alice on node-7 holds GPUs 0,1 but idles"},
+            "startsAt": "2026-11-29T18:00:00.000Z",
+            "endsAt": ZERO_TIME,
+            "fingerprint": "0123456789abcdef",
+        }],
+    });
+    let message: OutboxMessage = serde_json::from_value(p).expect("a message");
+    let email = render(&message);
+    assert_eq!(
+        email.subject,
+        "[FIRING] GpuWorkloadIdle on node-7 slurm_job 1234"
+    );
+    for line in [
+        "Workload:    slurm_job 1234",
+        "User:        alice",
+        "Account:     physics",
+        "GPUs:        0,1",
+        "Labels:      team=ml",
+    ] {
+        assert!(email.text.contains(line), "{line:?} in\n{}", email.text);
+    }
+    assert!(
+        !email.text.contains("kind="),
+        "identity not repeated as labels"
+    );
+
+    let mut gpu_alert = payload("firing", "");
+    gpu_alert.alerts[0]
+        .annotations
+        .insert("workloads".into(), "slurm_job 1234 (alice) +1 more".into());
+    let email = render(&gpu_alert);
+    assert!(
+        email.text.contains("Workloads:") && email.text.contains("slurm_job 1234 (alice) +1 more"),
+        "{}",
+        email.text
+    );
+    assert!(email.html.contains("slurm_job 1234 (alice) +1 more"));
 }
