@@ -2,7 +2,8 @@
 """Fleet benchmark: many gpuwatch agents on one real Prometheus and one real
 Alertmanager, as a small cluster would run them.
 
-Usage: scripts/bench_fleet.py [--agents 50] [--seconds 420]
+Usage: scripts/bench_fleet.py [--agents 50] [--seconds 420] [--metrics-detail none]
+                              [--metrics-compat none]
                               [--agent target/release/gpuwatch]
 
 Starts N agents on loopback (simulated scenarios in turn: h100x8, h200,
@@ -61,10 +62,20 @@ SCENARIOS = [
 COMPAT_SETS = ["none", "dcgm", "nvidia_smi", "dcgm,nvidia_smi"]
 
 
+_TAKEN = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now and not handed out before in this run: with
+    hundreds of agents the kernel may offer a port again once its probe
+    socket is closed, before the agent given it has bound it."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _TAKEN:
+            _TAKEN.add(port)
+            return port
 
 
 def need(tool):
@@ -154,6 +165,9 @@ class Sink(http.server.BaseHTTPRequestHandler):
 
 
 def start_agent(agent, port, scenario, work, index, compat="none", history=False, detail="none"):
+    """Starts one agent; its log goes to a file in `work` (the parent's copy
+    of the descriptor is closed at once, so 200 agents hold no 200 files
+    open here)."""
     cmd = [
         agent,
         "run",
@@ -171,8 +185,8 @@ def start_agent(agent, port, scenario, work, index, compat="none", history=False
     else:
         cmd += ["--no-history"]
     env = dict(os.environ, XDG_STATE_HOME=work, GPUWATCH_LOG="warn")
-    log = open(os.path.join(work, f"agent-{index}.log"), "wb")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    with open(os.path.join(work, f"agent-{index}.log"), "wb") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def series_per_compat(agent, work, detail="none"):
@@ -293,6 +307,13 @@ def dashboard_queries():
     return out
 
 
+def quantile(sorted_values, q):
+    """The q-quantile of an ascending list (nearest rank); NaN when empty."""
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
 def timed(fn, runs=5):
     times = []
     for _ in range(runs):
@@ -309,6 +330,8 @@ def main():
     parser.add_argument("--agent", default=os.path.join(ROOT, "target/release/gpuwatch"))
     parser.add_argument("--metrics-detail", default="none",
                         help="detail sets of every agent (gpuwatch run --metrics-detail): none (the default /metrics) or full, ...")
+    parser.add_argument("--metrics-compat", default="none",
+                        help="compat sets of every agent in the fleet (gpuwatch run --metrics-compat), e.g. dcgm")
     args = parser.parse_args()
     if not os.access(args.agent, os.X_OK):
         sys.exit(f"bench_fleet: no agent at {args.agent}; run `cargo build --release` first")
@@ -344,12 +367,13 @@ def main():
         agents = []
         for i, port in enumerate(ports):
             scenario = SCENARIOS[i % len(SCENARIOS)]
-            agent = start_agent(args.agent, port, scenario, work, i, history=(i % 10 == 0),
-                                detail=args.metrics_detail)
+            agent = start_agent(args.agent, port, scenario, work, i, compat=args.metrics_compat,
+                                history=(i % 10 == 0), detail=args.metrics_detail)
             agents.append((agent, port, scenario))
             procs.append(agent)
         for _, port, _ in agents:
-            wait_ready(f"http://127.0.0.1:{port}/-/ready", "agent")
+            # Hundreds of agents start at once on two cores: allow time.
+            wait_ready(f"http://127.0.0.1:{port}/-/ready", "agent", seconds=300)
 
         prom_port = free_port()
         prom = subprocess.Popen(
@@ -374,7 +398,16 @@ def main():
         prom_cpu0 = cpu_seconds(prom.pid)
         appended0 = own_metric(prom_base, appended)
         t0 = time.time()
-        time.sleep(max(args.seconds - 30, 60))
+        # Every 15 s (one evaluation interval): each rule group's last
+        # evaluation time, Prometheus's RSS and the load average, so that
+        # p50/max are over the whole run rather than one reading.
+        group_evals, prom_rss_seen, loads = [], [], []
+        while time.time() - t0 < max(args.seconds - 30, 60):
+            time.sleep(15)
+            for g in json.loads(get(f"{p.base}/rules"))["data"]["groups"]:
+                group_evals.append(g.get("evaluationTime", 0.0))
+            prom_rss_seen.append(rss_bytes(prom.pid))
+            loads.append(os.getloadavg()[0])
         elapsed = time.time() - t0
         agent_cpu = (
             sum(process_cpu_ns(a.pid) - cpu0[a.pid] for a, _, _ in agents) / 1e9 / elapsed
@@ -394,7 +427,14 @@ def main():
         head_series = own_metric(prom_base, "prometheus_tsdb_head_series")
         prom_rss = rss_bytes(prom.pid)
         rule_groups = json.loads(get(f"{p.base}/rules"))["data"]["groups"]
-        rule_eval = sorted(g.get("evaluationTime", 0.0) for g in rule_groups)
+        rule_eval = sorted(group_evals or [g.get("evaluationTime", 0.0) for g in rule_groups])
+        # Every scrape's duration over the measured window, all targets.
+        window = max(int(time.time() - t0), 60)
+        durations = sorted(
+            float(v)
+            for r in p.query(f'scrape_duration_seconds{{job="gpuwatch"}}[{window}s]')
+            for _, v in r["values"]
+        )
         firing = p.query('ALERTS{alertstate="firing"}')
         pending = p.query('ALERTS{alertstate="pending"}')
         am_alerts = json.loads(get(f"http://127.0.0.1:{am_port}/api/v2/alerts"))
@@ -405,7 +445,7 @@ def main():
         instant, ranged, slowest = [], [], ("", 0.0)
         for title, expr in queries:
             t_instant = timed(lambda: p.query(expr, at=now))
-            t_range = timed(lambda: p.range(expr, now - 3600, now, 15))
+            t_range = timed(lambda: p.range(expr, t0, now, 15))
             instant.append(t_instant)
             ranged.append(t_range)
             if t_range > slowest[1]:
@@ -413,7 +453,10 @@ def main():
 
         load_end = os.getloadavg()
         mib = 1024 * 1024
-        print(f"# gpuwatch fleet benchmark: {args.agents} agents, {args.seconds} s, one Prometheus, one Alertmanager")
+        print(
+            f"# gpuwatch fleet benchmark: {args.agents} agents (--metrics-detail {args.metrics_detail}, "
+            f"--metrics-compat {args.metrics_compat}), {args.seconds} s, one Prometheus, one Alertmanager"
+        )
         print(f"load average at start {load_start[0]:.2f}, at end {load_end[0]:.2f} (cores: {os.cpu_count()})")
         print()
         print(f"series (samples) per 8-GPU node (h100x8), from /metrics, --metrics-detail {args.metrics_detail}:")
@@ -425,15 +468,26 @@ def main():
             f"h100x8 nodes: {statistics.median(h100_series) if h100_series else float('nan'):.0f}"
         )
         print(f"Prometheus head series {head_series:.0f}, samples appended {samples_rate:.0f}/s")
-        print(f"Prometheus RSS {prom_rss / mib:.0f} MiB, CPU {prom_cpu * 100:.1f} % of a core")
         print(
-            f"rule groups: {len(rule_eval)}, evaluation time median "
+            f"Prometheus RSS {prom_rss / mib:.0f} MiB at the end (max seen {max(prom_rss_seen + [prom_rss]) / mib:.0f} MiB), "
+            f"CPU {prom_cpu * 100:.1f} % of a core"
+        )
+        print(
+            f"scrape duration over {len(durations)} scrapes: p50 {quantile(durations, 0.5) * 1000:.1f} ms, "
+            f"p99 {quantile(durations, 0.99) * 1000:.1f} ms, max {durations[-1] * 1000:.1f} ms"
+        )
+        print(
+            f"rule groups: {len(rule_groups)}, {len(rule_eval)} evaluation times read every 15 s: median "
             f"{statistics.median(rule_eval) * 1000:.2f} ms, max {rule_eval[-1] * 1000:.2f} ms"
+        )
+        print(
+            f"load average during the run (every 15 s): median {statistics.median(loads):.1f}, "
+            f"min {min(loads):.1f}, max {max(loads):.1f}"
         )
         print(
             f"fleet dashboard: {len(queries)} queries; instant median "
             f"{statistics.median(instant) * 1000:.1f} ms (max {max(instant) * 1000:.1f}); "
-            f"1 h range median {statistics.median(ranged) * 1000:.1f} ms "
+            f"range over the run ({int(now - t0)} s, 15 s steps) median {statistics.median(ranged) * 1000:.1f} ms "
             f"(max {max(ranged) * 1000:.1f}, '{slowest[0]}')"
         )
         notified = sum(n for _, n in Sink.notifications)
