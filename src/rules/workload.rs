@@ -5,7 +5,7 @@
 //! workload alert's labels, `{{ .workload }}`, and the `workloads`
 //! annotation of per-GPU alerts).
 //!
-//! The rules read only [`Snapshot::workloads`], the table the accounting
+//! The rules read only [`crate::gpu::Snapshot::workloads`], the table the accounting
 //! publishes: cumulative GPU-seconds held and SM-active seconds per
 //! workload. The window is the rule's `for`: the ratio is the increase of
 //! the SM-active seconds over the increase of the held seconds since a

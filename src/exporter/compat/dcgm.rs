@@ -2,7 +2,7 @@
 //! `UUID`, `pci_bus_id`, `device`, `modelName`, `Hostname`,
 //! `DCGM_FI_DRIVER_VERSION`) and units (%, MiB, MHz, W, mJ, °C); with
 //! `hpc_job` and DRA claims, one copy of a GPU's series per job and claim
-//! device (see [`super::dcgm_workload`]).
+//! device (see `dcgm_workload`).
 //!
 //! HELP texts and types are those of dcgm-exporter's
 //! `etc/default-counters.csv` and `etc/dcp-metrics-included.csv`, with one

@@ -29,7 +29,7 @@ pub struct SampleRow {
     pub gpu: i64,
     /// Whether the GPU answered.
     pub up: bool,
-    /// Stored values in [`FIELDS`] order.
+    /// Stored values in [`crate::history::catalog::FIELDS`] order.
     pub values: Vec<Option<i64>>,
 }
 
