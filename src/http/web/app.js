@@ -5,10 +5,12 @@
 //   /api/v1/history         charts of the selected GPU, every CHARTS_MS (when history is on)
 //   /api/v1/events          Xid / lost / recovered marks on the charts
 //   /api/v1/alerts/history  alert marks on the charts and the alert history list
+//   /api/v1/workloads       the Workloads table, every WORKLOADS_MS (workloads.js)
 'use strict';
 (function () {
   const LIVE_MS = 2000;
   const ALERTS_MS = 5000;
+  const WORKLOADS_MS = 5000;
   const CHARTS_MS = 15000;
   const RANGES = ['15m', '1h', '6h', '24h', '7d'];
   const GIB = 1024 * 1024 * 1024;
@@ -117,6 +119,7 @@
     renderGpuSelect(doc);
     if (first) {
       startCharts(doc);
+      every(WORKLOADS_MS, workloads.refresh);
       every(ALERTS_MS, refreshAlerts);
       every(CHARTS_MS, refreshAlertHistory);
     }
@@ -149,7 +152,8 @@
       return el('tr', { 'data-gpu': g.index, class: g.index === view.gpu ? 'selected' : '', onclick: () => selectGpu(g.index) },
         el('td', { 'data-field': 'index' }, g.index),
         el('td', { 'data-field': 'name', title: g.uuid }, g.name || '?',
-          (g.pods || []).length ? el('div', { class: 'muted', 'data-field': 'pods' }, podsText(g.pods)) : null),
+          (g.pods || []).length ? el('div', { class: 'muted', 'data-field': 'pods' }, podsText(g.pods)) : null,
+          workloads.links(g)),
         el('td', { 'data-field': 'health', title: verdict.reasons.map((r) => `${r.text}. What to do: ${r.action}`).concat(nvlinkErrors(g)).join('\n') },
           el('span', { class: `badge ${HEALTH_BADGE[verdict.state] || ''}` }, verdict.state),
           alerts ? el('span', { class: 'badge firing', style: 'margin-left:.4em' }, `${alerts} alert${alerts > 1 ? 's' : ''}`) : null,
@@ -487,6 +491,7 @@
   });
 
   // ---- start ----
+  const workloads = window.GpuwatchWorkloads({ el, $, num, getJSON, dateTime, ago });
   readHash();
   probeSilences().finally(() => every(LIVE_MS, refreshLive));
 })();
