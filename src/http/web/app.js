@@ -152,8 +152,7 @@
       return el('tr', { 'data-gpu': g.index, class: g.index === view.gpu ? 'selected' : '', onclick: () => selectGpu(g.index) },
         el('td', { 'data-field': 'index' }, g.index),
         el('td', { 'data-field': 'name', title: g.uuid }, g.name || '?',
-          (g.pods || []).length ? el('div', { class: 'muted', 'data-field': 'pods' }, podsText(g.pods)) : null,
-          workloads.links(g)),
+          (g.pods || []).length ? el('div', { class: 'muted', 'data-field': 'pods' }, podsText(g.pods)) : null),
         el('td', { 'data-field': 'health', title: verdict.reasons.map((r) => `${r.text}. What to do: ${r.action}`).concat(nvlinkErrors(g)).join('\n') },
           el('span', { class: `badge ${HEALTH_BADGE[verdict.state] || ''}` }, verdict.state),
           alerts ? el('span', { class: 'badge firing', style: 'margin-left:.4em' }, `${alerts} alert${alerts > 1 ? 's' : ''}`) : null,
@@ -174,6 +173,7 @@
         el('td', { 'data-field': 'clock_events' }, g.clock_event_reasons.length === 0 ? el('span', { class: 'muted' }, 'none')
           : g.clock_event_reasons.map((r) => el('span', { class: `reason ${r.name === 'gpu_idle' ? 'quiet' : ''}`, title: r.description }, r.name.replace(/_/g, ' ')))),
         el('td', { class: 'num', 'data-field': 'processes' }, g.process_count),
+        el('td', { 'data-field': 'workloads' }, workloads.links(g) || el('span', { class: 'muted' }, '–')),
         el('td', { class: `num ${xidCount ? 'crit' : ''}`, 'data-field': 'xid',
           title: xids.map((x) => `Xid ${x.code}: ${x.count}, last ${dateTime(x.last_seen)}`).join('\n') },
           xidCount ? xids.map((x) => `${x.code}×${x.count}`).join(' ') : '0'),

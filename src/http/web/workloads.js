@@ -101,8 +101,7 @@ window.GpuwatchWorkloads = function ({ el, $, num, getJSON, dateTime, ago }) {
     if (held.length === 0) return null;
     const seen = new Set();
     const unique = held.filter((w) => !seen.has(keyOf(w)) && seen.add(keyOf(w)));
-    return el('div', { class: 'muted', 'data-field': 'workloads' }, 'used by ',
-      unique.flatMap((w, i) => [i ? ', ' : '', el('a', {
+    return el('span', {}, unique.flatMap((w, i) => [i ? ', ' : '', el('a', {
         href: '#workloads-section', class: 'workload-link', 'data-workload': keyOf(w),
         title: w.user ? `user ${w.user}` : null,
         onclick: (event) => {
