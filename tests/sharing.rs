@@ -299,3 +299,124 @@ fn sharing_modes_and_capacity_by_hand() {
     assert!(out.contains("MIG on (gi 1 19.5/39.2 GiB"), "{out}");
     assert!(out.contains("mode exclusive_process"), "{out}");
 }
+
+/// `gpuwatch capacity` with no `[[profiles]]` answers for what runs: on the
+/// `workloads` scenario (readings frozen), each running workload's measured
+/// peak memory and SM share, how many more of it fit per GPU and on the
+/// node, and whose workloads fill each GPU. Pid 5001 is Slurm job 7300001
+/// of alice, found through its environment in a /proc tree.
+#[test]
+fn capacity_without_profiles_answers_for_the_running_workloads() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let proc = dir.path().join("proc/5001");
+    std::fs::create_dir_all(&proc).expect("mkdir");
+    std::fs::create_dir_all(dir.path().join("etc")).expect("mkdir etc");
+    std::fs::write(
+        dir.path().join("etc/passwd"),
+        "alice:x:1001:1001::/home/alice:/bin/sh\n",
+    )
+    .expect("passwd");
+    std::fs::write(proc.join("comm"), "torchrun\n").expect("comm");
+    std::fs::write(
+        proc.join("status"),
+        "Name:\ttorchrun\nUid:\t1001\t1001\t1001\t1001\n",
+    )
+    .expect("status");
+    std::fs::write(
+        proc.join("environ"),
+        "SLURM_JOB_ID=7300001\0SLURM_JOB_UID=1001\0SLURM_JOB_USER=alice\0",
+    )
+    .expect("environ");
+    let config = dir.path().join("gpuwatch.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[sampler]\nproc_root = {:?}\n[capacity]\nmemory_margin = \"1GiB\"\n",
+            dir.path().join("proc").to_str().expect("utf-8 path")
+        ),
+    )
+    .expect("config");
+    let config = config.to_str().expect("utf-8 path");
+    let env = [("GPUWATCH_SIM_TIME", "10")];
+    let (code, out, err) = run_cli(
+        &["capacity", "--simulate", "workloads", "--config", config],
+        &env,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("no [[profiles]] configured"), "{out}");
+    let row = |workload: &str, gpu: &str| -> Vec<String> {
+        out.lines()
+            .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .find(|w| w.first().map(String::as_str) == Some(workload) && w.iter().any(|x| x == gpu))
+            .unwrap_or_else(|| panic!("no row for {workload} on {gpu}: {out}"))
+    };
+    // The job: alice's, 58.6 GiB (60 000 MiB) and 90 % of the SMs (GPM):
+    // fits nowhere, the node total says so.
+    let job = row("slurm_job:7300001", "all");
+    assert_eq!(
+        (
+            job[1].as_str(),
+            job[2].as_str(),
+            job[3].as_str(),
+            job.last().map(String::as_str)
+        ),
+        ("alice", "58.6", "90", Some("0")),
+        "{out}"
+    );
+    // The idle kernel on GPU 3: 30 GiB, no SM share, so memory alone. Free
+    // minus the 1 GiB margin: GPU 0 19.5 → 0, GPU 1 54.7 → 1, GPU 2 39.1 →
+    // 1, GPU 3 48.1 → 1, GPU 4's MIG instances 8.8 and 30.4 → 0 + 1: 4.
+    let idle = row("process:5301", "all");
+    assert_eq!(
+        (idle[3].as_str(), idle.last().map(String::as_str)),
+        ("-", Some("4")),
+        "{out}"
+    );
+    for (gpu, fits) in [("0", "0"), ("1", "1"), ("2", "1"), ("3", "1"), ("4", "1")] {
+        let r = out
+            .lines()
+            .find(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.first() == Some(&"process:5301") && w.get(4) == Some(&gpu)
+            })
+            .unwrap_or_else(|| panic!("process:5301 on GPU {gpu}: {out}"));
+        let words: Vec<&str> = r.split_whitespace().collect();
+        let free_at = words
+            .iter()
+            .rposition(|w| w.contains('.'))
+            .expect("free GiB");
+        assert_eq!(words[free_at + 1], fits, "GPU {gpu}: {r}");
+    }
+    // The small MIG job (7.8 GiB) fits once more on GPU 0, where the SMs
+    // bound it (90 % busy), not memory. (Its SM share is two words, "9 %".)
+    let small_on_0 = out
+        .lines()
+        .find(|l| l.starts_with("process:5402") && l.split_whitespace().nth(5) == Some("0"))
+        .unwrap_or_else(|| panic!("process:5402 on GPU 0: {out}"));
+    assert!(small_on_0.ends_with("sm share"), "{small_on_0}");
+    // Who fills each GPU.
+    let fills = out
+        .split("Who fills each GPU")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(fills.contains("slurm_job:7300001 (alice) 58.6"), "{fills}");
+    assert!(
+        fills.contains("gi 1: process:5401 29.3, gi 2: process:5402 7.8"),
+        "{fills}"
+    );
+    // --profile names a configured profile; there is none.
+    let (code, _, err) = run_cli(
+        &[
+            "capacity",
+            "--simulate",
+            "workloads",
+            "--config",
+            config,
+            "--profile",
+            "x",
+        ],
+        &env,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("no [[profiles]]"), "{err}");
+}

@@ -6,6 +6,8 @@
 //! saved under target/test-artifacts/.
 
 mod common;
+#[path = "webui/workloads.rs"]
+mod workloads;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -463,7 +465,7 @@ fn assets_are_embedded_gzipped_and_versioned() {
         .skip(1)
         .map(|rest| rest.split('"').next().expect("closing quote"))
         .collect();
-    assert_eq!(urls.len(), 4, "two scripts and two style sheets: {page}");
+    assert_eq!(urls.len(), 5, "three scripts and two style sheets: {page}");
     for url in urls {
         let path = format!("/assets/{url}");
         let (head, body) = agent.raw_get(&path, &[("Accept-Encoding", "gzip")]);

@@ -323,13 +323,45 @@ fn validate_config(config: Option<&Path>) -> anyhow::Result<bool> {
 fn one_sample(options: &SourceOptions, config: &Config) -> anyhow::Result<crate::gpu::Snapshot> {
     let source = resolve_source(options, config)?;
     let driver = Driver::open(source.library.as_deref())?;
+    let mut reader = one_off_reader(&driver, source.proc_root, config);
+    Ok(reader.sample_once(std::time::Duration::from_millis(500)))
+}
+
+/// A reader for one-off samples: /proc names and the kubelet's pods as the
+/// agent would have them.
+fn one_off_reader<'d>(
+    driver: &'d Driver,
+    proc_root: Option<PathBuf>,
+    config: &Config,
+) -> NodeReader<'d> {
     let names =
-        ProcessNames::new(source.proc_root).with_command_lines(config.sampler.process_command_line);
-    let mut reader = NodeReader::with_gpm(&driver, hostname(config), names, config.sampler.gpm);
+        ProcessNames::new(proc_root).with_command_lines(config.sampler.process_command_line);
+    let mut reader = NodeReader::with_gpm(driver, hostname(config), names, config.sampler.gpm);
     if let Some(pods) = ask_kubelet_once(config) {
         reader.set_pod_allocations(Arc::new(pods));
     }
-    Ok(reader.sample_once(std::time::Duration::from_millis(500)))
+    reader
+}
+
+/// Two samples `window` apart, the running workloads accounted over the
+/// interval as the agent does (so each has a measured SM share), for
+/// `gpuwatch capacity` with no profiles.
+fn sample_with_workloads(
+    options: &SourceOptions,
+    config: &Config,
+    window: std::time::Duration,
+) -> anyhow::Result<crate::gpu::Snapshot> {
+    use crate::sampler::reader::Tiers;
+    let source = resolve_source(options, config)?;
+    let driver = Driver::open(source.library.as_deref())?;
+    let mut reader = one_off_reader(&driver, source.proc_root, config);
+    let mut accounts = crate::workload::accounting::Accounts::default();
+    accounts.step(&reader.tick(Tiers::ALL, None));
+    std::thread::sleep(window);
+    let mut snapshot = reader.tick(Tiers::ALL, None);
+    accounts.step(&snapshot);
+    snapshot.workloads = Arc::new(accounts.table());
+    Ok(snapshot)
 }
 
 /// The kubelet's device allocations for a one-off sample; `None` (with a
@@ -354,7 +386,16 @@ fn ask_kubelet_once(config: &Config) -> Option<crate::kubernetes::PodAllocations
 pub fn capacity(options: SourceOptions, profile: Option<&str>) -> anyhow::Result<()> {
     let config = load_config(options.config.as_deref())?;
     if config.capacity.profiles.is_empty() {
-        bail!("the configuration has no [[profiles]]: add one per workload, e.g.\n\n[[profiles]]\nname = \"resnet50-inference\"\nmemory = \"1.8GB\"\n\nand pass it with --config");
+        if let Some(name) = profile {
+            bail!("no profile named \"{name}\": the configuration has no [[profiles]]; add one, e.g.\n\n[[profiles]]\nname = \"{name}\"\nmemory = \"1.8GB\"\n\nand pass it with --config (without --profile, the running workloads are the profiles)");
+        }
+        // With no profiles, the running workloads are the profiles.
+        let snapshot = sample_with_workloads(&options, &config, std::time::Duration::from_secs(1))?;
+        print!(
+            "{}",
+            crate::capacity::table::render_running(&snapshot, config.capacity.memory_margin_bytes)
+        );
+        return Ok(());
     }
     if let Some(name) = profile {
         if !config.capacity.profiles.iter().any(|p| p.name == name) {

@@ -22,7 +22,11 @@
 //!
 //! A profile whose model filter does not match a GPU's name gives no value
 //! for that GPU; a GPU whose memory is unknown gives none either.
+//!
+//! With no profiles configured, [`running`] makes one of each running
+//! workload (its measured peak memory and SM share).
 
+pub mod running;
 pub mod table;
 
 use crate::gpu::{GpuProcess, GpuSnapshot, ProcessKind, Snapshot};
@@ -265,5 +269,7 @@ pub fn node_total(snapshot: &Snapshot, profile: &Profile, margin: u64) -> u64 {
         .sum()
 }
 
+#[cfg(test)]
+mod running_tests;
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@ const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
 
 /// An 80 GiB GPU named `name` with `free` bytes free, in `mode`.
-fn gpu(index: u32, name: &str, free: u64, mode: &'static str) -> GpuSnapshot {
+pub(super) fn gpu(index: u32, name: &str, free: u64, mode: &'static str) -> GpuSnapshot {
     GpuSnapshot {
         identity: Arc::new(GpuIdentity {
             name: Some(name.into()),
@@ -36,7 +36,7 @@ fn gpu(index: u32, name: &str, free: u64, mode: &'static str) -> GpuSnapshot {
     }
 }
 
-fn process(pid: u32, sm: f64) -> GpuProcess {
+pub(super) fn process(pid: u32, sm: f64) -> GpuProcess {
     GpuProcess {
         pid,
         used_memory_bytes: Some(GIB),
@@ -54,7 +54,7 @@ fn profile(name: &str, memory: u64, sm_share: Option<f64>, model: Option<&str>) 
     }
 }
 
-fn snapshot(gpus: Vec<GpuSnapshot>) -> Snapshot {
+pub(super) fn snapshot(gpus: Vec<GpuSnapshot>) -> Snapshot {
     Snapshot {
         hostname: "n".into(),
         ..testing::snapshot(SystemTime::now(), gpus)

@@ -38,6 +38,11 @@ const SOURCES: &[Source] = &[
         body: include_bytes!("web/app.js"),
     },
     Source {
+        name: "workloads.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("web/workloads.js"),
+    },
+    Source {
         name: "app.css",
         content_type: "text/css; charset=utf-8",
         body: include_bytes!("web/app.css"),

@@ -5,10 +5,12 @@
 //   /api/v1/history         charts of the selected GPU, every CHARTS_MS (when history is on)
 //   /api/v1/events          Xid / lost / recovered marks on the charts
 //   /api/v1/alerts/history  alert marks on the charts and the alert history list
+//   /api/v1/workloads       the Workloads table, every WORKLOADS_MS (workloads.js)
 'use strict';
 (function () {
   const LIVE_MS = 2000;
   const ALERTS_MS = 5000;
+  const WORKLOADS_MS = 5000;
   const CHARTS_MS = 15000;
   const RANGES = ['15m', '1h', '6h', '24h', '7d'];
   const GIB = 1024 * 1024 * 1024;
@@ -117,6 +119,7 @@
     renderGpuSelect(doc);
     if (first) {
       startCharts(doc);
+      every(WORKLOADS_MS, workloads.refresh);
       every(ALERTS_MS, refreshAlerts);
       every(CHARTS_MS, refreshAlertHistory);
     }
@@ -170,6 +173,7 @@
         el('td', { 'data-field': 'clock_events' }, g.clock_event_reasons.length === 0 ? el('span', { class: 'muted' }, 'none')
           : g.clock_event_reasons.map((r) => el('span', { class: `reason ${r.name === 'gpu_idle' ? 'quiet' : ''}`, title: r.description }, r.name.replace(/_/g, ' ')))),
         el('td', { class: 'num', 'data-field': 'processes' }, g.process_count),
+        el('td', { 'data-field': 'workloads' }, workloads.links(g) || el('span', { class: 'muted' }, '–')),
         el('td', { class: `num ${xidCount ? 'crit' : ''}`, 'data-field': 'xid',
           title: xids.map((x) => `Xid ${x.code}: ${x.count}, last ${dateTime(x.last_seen)}`).join('\n') },
           xidCount ? xids.map((x) => `${x.code}×${x.count}`).join(' ') : '0'),
@@ -487,6 +491,7 @@
   });
 
   // ---- start ----
+  const workloads = window.GpuwatchWorkloads({ el, $, num, getJSON, dateTime, ago });
   readHash();
   probeSilences().finally(() => every(LIVE_MS, refreshLive));
 })();
