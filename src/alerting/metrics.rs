@@ -4,6 +4,7 @@
 //! the snapshots alerting's queue was too full to take.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -33,27 +34,44 @@ impl Collector for AlertsCollector {
         let state = self.alerts.borrow().clone();
         let mut family = Family::gauge(
             "alerts",
-            "Alerts of gpuwatch's rules that are pending or firing (value 1), like Prometheus's ALERTS.",
+            "Alerts of gpuwatch's rules that are pending or firing (value 1), like Prometheus's ALERTS; a workload rule's alerts count into one series per state (their identity is in /api/v1/alerts).",
             None,
         );
+        // Alerts with the same labels (a workload rule's, which have no GPU
+        // label) are one series counting them: never a duplicate series,
+        // and bounded whatever the number of workloads.
+        let mut counted: BTreeMap<[String; 4], [f64; 2]> = BTreeMap::new();
         for (key, alert) in &state.alerts {
-            let kind = match alert.state {
-                AlertState::Pending { .. } => "pending",
-                AlertState::Firing { .. } => "firing",
+            let slot = match alert.state {
+                AlertState::Pending { .. } => 0,
+                AlertState::Firing { .. } => 1,
                 _ => continue,
             };
-            let label =
-                |name: &str| Cow::Owned(alert.labels.get(name).cloned().unwrap_or_default());
-            family.push(
-                vec![
-                    ("alertname", Cow::Owned(key.rule.clone())),
-                    ("severity", label("severity")),
-                    ("gpu", label("gpu")),
-                    ("uuid", label("uuid")),
-                    ("state", Cow::Borrowed(kind)),
-                ],
-                1.0,
-            );
+            let label = |name: &str| alert.labels.get(name).cloned().unwrap_or_default();
+            let labels = [
+                key.rule.clone(),
+                label("severity"),
+                label("gpu"),
+                label("uuid"),
+            ];
+            counted.entry(labels).or_default()[slot] += 1.0;
+        }
+        for ([alertname, severity, gpu, uuid], counts) in counted {
+            for (kind, n) in ["pending", "firing"].into_iter().zip(counts) {
+                if n == 0.0 {
+                    continue;
+                }
+                family.push(
+                    vec![
+                        ("alertname", Cow::Owned(alertname.clone())),
+                        ("severity", Cow::Owned(severity.clone())),
+                        ("gpu", Cow::Owned(gpu.clone())),
+                        ("uuid", Cow::Owned(uuid.clone())),
+                        ("state", Cow::Borrowed(kind)),
+                    ],
+                    n,
+                );
+            }
         }
         family.encode(&mut encoder)?;
         let mut values = Family::counter(
@@ -129,5 +147,66 @@ mod tests {
         // Once there is room again, nothing more is dropped.
         sink.offer(&first);
         assert!(scrape(collector()).contains("\ngpuwatch_alerting_dropped_snapshots_total 3.0\n"));
+    }
+
+    /// Alerts of a workload rule have no GPU label: they count into one
+    /// series per state (never a duplicate series, bounded whatever the
+    /// number of workloads); GPU alerts stay one series each.
+    #[test]
+    fn workload_alerts_count_into_one_series_per_state() {
+        use crate::rules::{Alert, AlertKey, EvalState, Target};
+        let at = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let alert = |state: AlertState, gpu: &str| Alert {
+            state,
+            value: Some(0.0),
+            labels: [("severity", "warning"), ("gpu", gpu)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            annotations: Default::default(),
+            annotated_at: None,
+        };
+        let pending = AlertState::Pending { since: at };
+        let firing = AlertState::Firing {
+            since: at,
+            last_true: at,
+        };
+        let mut state = EvalState::default();
+        for (n, s) in [(1, pending), (2, pending), (3, pending), (4, firing)] {
+            state.alerts.insert(
+                AlertKey {
+                    rule: "GpuWorkloadIdle".into(),
+                    target: Target::Workload {
+                        kind: "slurm_job".into(),
+                        id: n.to_string(),
+                    },
+                },
+                alert(s, ""),
+            );
+        }
+        for gpu in ["0", "1"] {
+            state.alerts.insert(
+                AlertKey {
+                    rule: "GpuHeldButIdle".into(),
+                    target: Target::Gpu(format!("GPU-{gpu}")),
+                },
+                alert(firing, gpu),
+            );
+        }
+        let (_publish, alerts) = tokio::sync::watch::channel(Arc::new(state));
+        let (_sink, queued) = queue();
+        let text = scrape(AlertsCollector {
+            alerts,
+            dropped_snapshots: queued.dropped.clone(),
+            rule_values: false,
+        });
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("gpuwatch_alerts{"))
+            .collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines.contains(&r#"gpuwatch_alerts{alertname="GpuWorkloadIdle",severity="warning",gpu="",uuid="",state="pending"} 3.0"#), "{text}");
+        assert!(lines.contains(&r#"gpuwatch_alerts{alertname="GpuWorkloadIdle",severity="warning",gpu="",uuid="",state="firing"} 1.0"#), "{text}");
+        assert!(lines.contains(&r#"gpuwatch_alerts{alertname="GpuHeldButIdle",severity="warning",gpu="1",uuid="",state="firing"} 1.0"#), "{text}");
     }
 }
