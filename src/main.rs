@@ -4,13 +4,17 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use gpuwatch::app::alerts::AlertsOptions;
-use gpuwatch::app::history::{DbOptions, EventsOptions, HistoryOptions, ListFormat, OutputFormat};
+use gpuwatch::app::history::{EventsOptions, HistoryOptions, ListFormat, OutputFormat};
 use gpuwatch::app::jobs::{JobsFormat, JobsOptions, JobsSort};
 use gpuwatch::app::npd::HealthOptions;
-use gpuwatch::app::silence::{AddOptions, AgentOptions};
-use gpuwatch::app::{self, RunOptions, SourceOptions};
+use gpuwatch::app::silence::AddOptions;
+use gpuwatch::app::{self, RunOptions};
+
+#[path = "main_args.rs"]
+mod args;
+use args::{AgentArgs, DbArgs, SilenceCommand, SourceArgs};
 
 const EXAMPLES: &str = "Examples:
   gpuwatch run --simulate                      # simulated GPUs, no driver needed
@@ -218,122 +222,6 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
     },
-}
-
-#[derive(Debug, Subcommand)]
-enum SilenceCommand {
-    /// Add a silence; prints its id.
-    Add {
-        #[command(flatten)]
-        agent: AgentArgs,
-        /// A label matcher: label=value, label!=value, label=~regex, label!~regex (repeat; all must match).
-        #[arg(long = "match", value_name = "MATCHER", required = true)]
-        matchers: Vec<String>,
-        /// How long, e.g. 30m, 2h, 1d.
-        #[arg(long)]
-        duration: String,
-        /// Why (required).
-        #[arg(long)]
-        comment: String,
-        /// Who (default USER@host).
-        #[arg(long)]
-        author: Option<String>,
-        /// Start later: an RFC 3339 time (default now).
-        #[arg(long, value_name = "TIME")]
-        start: Option<String>,
-    },
-    /// List the active and pending silences.
-    List {
-        #[command(flatten)]
-        agent: AgentArgs,
-        /// Also the expired ones (kept 5 days).
-        #[arg(long)]
-        all: bool,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: ListFormat,
-    },
-    /// Expire silences now.
-    Expire {
-        #[command(flatten)]
-        agent: AgentArgs,
-        /// Silence ids.
-        #[arg(required = true)]
-        ids: Vec<String>,
-    },
-}
-
-#[derive(Debug, Args)]
-struct AgentArgs {
-    /// The agent's URL (default from the config's server.listen: http://127.0.0.1:9842).
-    #[arg(long, value_name = "URL", env = "GPUWATCH_URL")]
-    url: Option<String>,
-    /// Configuration file, for the agent's address and web configuration.
-    #[arg(long, short, value_name = "FILE", env = "GPUWATCH_CONFIG")]
-    config: Option<PathBuf>,
-    /// Basic-auth user; the password comes from GPUWATCH_PASSWORD or --password-file.
-    #[arg(long)]
-    user: Option<String>,
-    /// File holding the basic-auth password.
-    #[arg(long, value_name = "FILE", requires = "user")]
-    password_file: Option<PathBuf>,
-    /// CA certificate (PEM) to check the agent's TLS certificate against.
-    #[arg(long, value_name = "FILE")]
-    ca_file: Option<PathBuf>,
-}
-
-impl From<AgentArgs> for AgentOptions {
-    fn from(args: AgentArgs) -> Self {
-        AgentOptions {
-            url: args.url,
-            config: args.config,
-            user: args.user,
-            password_file: args.password_file,
-            ca_file: args.ca_file,
-        }
-    }
-}
-
-#[derive(Debug, Args)]
-struct SourceArgs {
-    /// Configuration file (TOML); every field is optional.
-    #[arg(long, short, value_name = "FILE", env = "GPUWATCH_CONFIG")]
-    config: Option<PathBuf>,
-    /// NVML library to load instead of the system's libnvidia-ml.so.1.
-    #[arg(long, value_name = "PATH", conflicts_with = "simulate")]
-    nvml_library: Option<PathBuf>,
-    /// Use simulated GPUs: the built-in demo, a built-in scenario by name, or a scenario file.
-    #[arg(long, value_name = "SCENARIO", num_args = 0..=1)]
-    simulate: Option<Option<String>>,
-}
-
-#[derive(Debug, Args)]
-struct DbArgs {
-    /// Configuration file naming the database (history.path).
-    #[arg(long, short, value_name = "FILE", env = "GPUWATCH_CONFIG")]
-    config: Option<PathBuf>,
-    /// The history database file (default: the agent's).
-    #[arg(long, value_name = "PATH")]
-    db: Option<PathBuf>,
-}
-
-impl From<DbArgs> for DbOptions {
-    fn from(args: DbArgs) -> Self {
-        DbOptions {
-            config: args.config,
-            db: args.db,
-        }
-    }
-}
-
-impl From<SourceArgs> for SourceOptions {
-    fn from(args: SourceArgs) -> Self {
-        SourceOptions {
-            config: args.config,
-            nvml_library: args.nvml_library,
-            simulate: args.simulate,
-        }
-    }
 }
 
 /// Lets a closed standard output end a printing command the way it ends

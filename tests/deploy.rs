@@ -31,7 +31,7 @@ fn alert_rules_pass_promtool_check_rules() {
         &promtool(),
         &["check", "rules", "deploy/prometheus/gpuwatch-rules.yml"],
     );
-    assert!(out.contains("SUCCESS: 44 rules found"), "{out}");
+    assert!(out.contains("SUCCESS: 45 rules found"), "{out}");
 }
 
 #[test]

@@ -7,23 +7,22 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tracing::info;
 
 use crate::config::Config;
-use crate::exporter::process_metrics::ProcessExport;
 use crate::gpu::nvml::Driver;
 use crate::http::webconfig::WebSecurity;
-use crate::http::ServerLimits;
-use crate::sampler::{Sampler, SamplerSettings, SnapshotSink};
+use crate::sampler::{Sampler, SamplerSettings};
 
 use super::storage;
 
+mod derived;
 mod serve;
+
+use derived::{alerts_sink, Derived};
 
 use serve::{serve, Serving};
 
@@ -53,56 +52,6 @@ pub struct HistoryPlan {
     pub reset: bool,
 }
 
-/// Values derived from the plan and the bound address, computed before any
-/// part gets its configuration.
-struct Derived {
-    bound: SocketAddr,
-    /// `scheme://host:port` as the logs show it.
-    shown: String,
-    /// The agent's URL in notifications (Alertmanager's generatorURL).
-    external_url: String,
-    stale_after: Duration,
-    limits: ServerLimits,
-    processes: ProcessExport,
-    retention: crate::history::Retention,
-    /// The host name (the `host` label of remediation's notifications).
-    hostname: String,
-}
-
-impl Derived {
-    fn of(plan: &Plan, listener: &TcpListener) -> anyhow::Result<Derived> {
-        let config = &plan.config;
-        let bound = listener
-            .local_addr()
-            .context("cannot read the address the listener is bound to")?;
-        let scheme = plan.security.scheme();
-        let shown = if bound.ip().is_unspecified() {
-            format!("{scheme}://localhost:{}", bound.port())
-        } else {
-            format!("{scheme}://{bound}")
-        };
-        Ok(Derived {
-            bound,
-            shown,
-            external_url: config
-                .server
-                .external_url_or(scheme, &plan.hostname, bound.port()),
-            stale_after: config.sampler.stale_after(),
-            limits: ServerLimits {
-                max_connections: config.server.max_connections,
-                request_timeout: config.server.request_timeout,
-                idle_timeout: config.server.idle_timeout,
-            },
-            processes: ProcessExport {
-                process_top_n: config.sampler.process_top_n,
-                capacity: Arc::new(config.capacity.clone()),
-            },
-            retention: config.history.retention,
-            hostname: plan.hostname.clone(),
-        })
-    }
-}
-
 /// Binds the agent's listener, with what to do when the port is taken.
 pub fn bind(address: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
     let listener = std::net::TcpListener::bind(address).with_context(|| {
@@ -122,7 +71,7 @@ pub async fn run(
     driver: Driver,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let derived = Derived::of(&plan, &listener)?;
+    let derived = Derived::of(&plan.config, &plan.security, &plan.hostname, &listener)?;
     let Plan {
         config,
         security,
@@ -174,51 +123,6 @@ pub async fn run(
     // The sampler may sit in a hung NVML call: wait for it off the runtime.
     let _ = tokio::task::spawn_blocking(move || sampler.stop(Duration::from_secs(2))).await;
     result
-}
-
-/// Alerting as the running agent uses it.
-struct AlertsRun {
-    rules: Vec<crate::rules::Rule>,
-    queue: crate::alerting::AlertQueue,
-}
-
-/// Alerting's queue of snapshots, when there are rules.
-fn alerts_sink(config: &Config, sinks: &mut Vec<SnapshotSink>) -> Option<AlertsRun> {
-    if config.rules.is_empty() {
-        return None;
-    }
-    let (sink, queue) = crate::alerting::queue();
-    sinks.push(sink);
-    Some(AlertsRun {
-        rules: config.rules.clone(),
-        queue,
-    })
-}
-
-fn announce(security: &WebSecurity, derived: &Derived) {
-    info!(address = %derived.bound, "Serving {}/metrics", derived.shown);
-    info!(
-        "Web view: open {}/ in a browser (live GPUs, history charts, alerts).",
-        derived.shown
-    );
-    if security.tls.is_some() || security.auth.is_some() {
-        info!(
-            web_config = %security.file.display(),
-            tls = security.tls.is_some(),
-            basic_auth = security.auth.is_some(),
-            "Web security on: every path, /-/healthy and /-/ready included."
-        );
-    }
-    if let Some(reloader) = &security.tls {
-        let served = reloader.served();
-        info!(
-            cert_file = %reloader.settings().cert_file.display(),
-            serial = %served.serial,
-            subject = %served.subject,
-            not_after = %served.expires(),
-            "TLS certificate in use; its files are checked every second and reloaded when they change."
-        );
-    }
 }
 
 /// An agent running on a thread of its own (with its own single-threaded

@@ -21,7 +21,7 @@ use crate::panics::{spawn_supervised, Panics, PanicsCollector};
 use crate::sampler::{watchdog, Sampler};
 
 use super::super::storage;
-use super::{announce, AlertsRun, Derived};
+use super::derived::{announce, AlertsRun, Derived};
 
 /// The running alerting task and what the HTTP API reads of it.
 struct Alerting {
