@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::kubelet::{dra_pods, DraPod, FakeKubelet};
-use common::{fixture, Agent, Metrics};
+use common::{allocations, fixture, owner, Agent, Metrics};
 
 const LONG: Duration = Duration::from_secs(30);
 const DRIVER: &str = "gpu.nvidia.com";
@@ -87,39 +87,6 @@ fn write_config(dir: &Path, socket: &Path, extra: &str) -> String {
     )
     .expect("config");
     path.to_str().expect("utf-8 path").to_string()
-}
-
-/// "namespace/pod/container" of a process's `process_info`, or why not.
-fn owner(metrics: &Metrics, gpu: &str, pid: &str) -> String {
-    match metrics
-        .find("gpuwatch_process_info", &[("gpu", gpu), ("pid", pid)])
-        .as_slice()
-    {
-        [one] => format!(
-            "{}/{}/{}",
-            one.labels["namespace"], one.labels["pod"], one.labels["container"]
-        ),
-        other => format!("{} process_info samples", other.len()),
-    }
-}
-
-fn allocations(metrics: &Metrics, gpu: &str) -> Vec<String> {
-    let mut out: Vec<String> = metrics
-        .find("gpuwatch_gpu_pod_info", &[("gpu", gpu)])
-        .iter()
-        .map(|s| {
-            format!(
-                "{}/{}/{} {} {}",
-                s.labels["namespace"],
-                s.labels["pod"],
-                s.labels["container"],
-                s.labels["resource"],
-                s.labels["gpu_instance"]
-            )
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 fn pod_series<'a>(m: &'a Metrics, family: &str, pod: &str, gpu: &str) -> &'a common::Sample {

@@ -877,3 +877,38 @@ pub fn agent_following_kmsg(
     });
     (agent, kmsg)
 }
+
+/// "namespace/pod/container" of a process's `process_info`, or why not.
+pub fn owner(metrics: &Metrics, gpu: &str, pid: &str) -> String {
+    match metrics
+        .find("gpuwatch_process_info", &[("gpu", gpu), ("pid", pid)])
+        .as_slice()
+    {
+        [one] => format!(
+            "{}/{}/{}",
+            one.labels["namespace"], one.labels["pod"], one.labels["container"]
+        ),
+        other => format!("{} process_info samples", other.len()),
+    }
+}
+
+/// Each pod allocation of GPU `gpu` (`gpuwatch_gpu_pod_info`) as
+/// "namespace/pod/container resource gpu_instance", sorted.
+pub fn allocations(metrics: &Metrics, gpu: &str) -> Vec<String> {
+    let mut out: Vec<String> = metrics
+        .find("gpuwatch_gpu_pod_info", &[("gpu", gpu)])
+        .iter()
+        .map(|s| {
+            format!(
+                "{}/{}/{} {} {}",
+                s.labels["namespace"],
+                s.labels["pod"],
+                s.labels["container"],
+                s.labels["resource"],
+                s.labels["gpu_instance"]
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
