@@ -1,6 +1,6 @@
 //! The range every numeric setting accepts: one constant per setting, so
-//! that the validator, the README's configuration reference (a test
-//! compares them) and the messages all say the same; and sizes and
+//! that the validator, the ranges table of docs/configuration.md (a
+//! test compares them) and the messages all say the same; and sizes and
 //! durations as the settings write them ([`parse_size`], [`show_size`],
 //! [`show_duration`]). A leaf: the configuration and the rules (whose
 //! conditions and `for:` take sizes and durations) both use it.
@@ -18,7 +18,7 @@ use std::time::Duration;
 /// An inclusive range of values one setting accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits<T> {
-    /// The key as the README's configuration reference writes it, e.g.
+    /// The key as docs/configuration.md's ranges table writes it, e.g.
     /// `sampler.interval` or `receivers[].timeout`.
     pub key: &'static str,
     /// The smallest value accepted.
@@ -146,7 +146,7 @@ pub const MAX_DRAINED_NODES: Limits<u64> =
     numbers("remediation.slurm.max_drained_nodes", 1, 1_000_000);
 
 #[cfg(test)]
-/// Every duration setting, for the README check.
+/// Every duration setting, for the docs check.
 pub const DURATIONS: &[Limits<Duration>] = &[
     REQUEST_TIMEOUT,
     IDLE_TIMEOUT,
@@ -179,7 +179,7 @@ pub const DURATIONS: &[Limits<Duration>] = &[
 ];
 
 #[cfg(test)]
-/// Every whole-number setting, for the README check.
+/// Every whole-number setting, for the docs check.
 pub const COUNTS: &[Limits<u64>] = &[
     MAX_CONNECTIONS,
     PROCESS_TOP_N,
@@ -188,11 +188,11 @@ pub const COUNTS: &[Limits<u64>] = &[
 ];
 
 #[cfg(test)]
-/// Every size setting (bytes), for the README check.
+/// Every size setting (bytes), for the docs check.
 pub const SIZES: &[Limits<u64>] = &[HISTORY_MAX_SIZE, MEMORY_MARGIN, PROFILE_MEMORY];
 
 impl Limits<Duration> {
-    /// "100ms to 10m", as the README and the messages write it.
+    /// "100ms to 10m", as docs/configuration.md and the messages write it.
     pub fn describe(&self) -> String {
         format!("{} to {}", show_duration(self.min), show_duration(self.max))
     }

@@ -82,7 +82,7 @@ enum Command {
         /// GPU index or UUID.
         #[arg(long)]
         gpu: String,
-        /// Metric: utilization, memory_used, temperature, power, energy, sm_clock, ... (see the README).
+        /// Metric: utilization, memory_used, temperature, power, energy, sm_clock, ... (see docs/history.md).
         #[arg(long)]
         metric: String,
         /// Start: a duration ago (6h, 2d) or a time (RFC 3339, Unix seconds).
@@ -226,7 +226,7 @@ enum Command {
 
 /// Lets a closed standard output end a printing command the way it ends
 /// Keeps glibc's allocator from holding memory the agent does not use
-/// (issue 23, RSS; README "Footprint"): one arena for every thread instead
+/// (issue 23, RSS; docs/benchmarks.md "Footprint"): one arena for every thread instead
 /// of one per thread that allocates (the agent's threads allocate little and
 /// rarely at once), and fixed trim and mmap thresholds, so that freeing a
 /// large buffer (a /metrics body) does not raise them for good and leave

@@ -2,8 +2,8 @@
 //! scenario (time frozen at 10 s) must export dcgm-exporter's and
 //! nvidia_gpu_exporter's families with the scenario's values in their units
 //! and labels, keep every gpuwatch_* family, pass promtool with exactly the
-//! complaints the original exporters' output draws, and match the README's
-//! mapping tables. Without the flag or the config key, none appears.
+//! complaints the original exporters' output draws, and match the mapping
+//! tables of docs/compat.md. Without the flag or the config key, none appears.
 
 mod common;
 
@@ -351,21 +351,12 @@ fn check_promtool(m: &Metrics) {
     );
 }
 
-fn table<'a>(readme: &'a str, marker: &str) -> &'a str {
-    readme
-        .split(&format!("<!-- {marker}:start -->"))
-        .nth(1)
-        .and_then(|rest| rest.split(&format!("<!-- {marker}:end -->")).next())
-        .unwrap_or_else(|| panic!("README has the {marker} markers"))
-}
-
 fn check_readme_tables(m: &Metrics) {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let page = common::docs_page("compat.md");
     let dcgm_labels = "gpu, UUID, pci_bus_id, device, modelName, Hostname, DCGM_FI_DRIVER_VERSION";
     let mut documented = common::Documented::new();
     for marker in ["compat-dcgm-table", "compat-nvidia-smi-table"] {
-        for row in table(&readme, marker)
+        for row in common::docs_marked(&page, "compat.md", marker)
             .lines()
             .filter(|l| l.starts_with("| `"))
         {
@@ -380,11 +371,16 @@ fn check_readme_tables(m: &Metrics) {
                 .collect();
             assert!(
                 documented.insert(name.clone(), (kind, labels)).is_none(),
-                "{name} is in the README twice"
+                "{name} is in docs/compat.md twice"
             );
         }
     }
-    common::assert_documented(m, &documented, is_compat, "the README's drop-in tables");
+    common::assert_documented(
+        m,
+        &documented,
+        is_compat,
+        "the drop-in tables of docs/compat.md",
+    );
 }
 
 #[test]

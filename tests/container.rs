@@ -335,7 +335,7 @@ fn the_image_is_small_non_root_and_set_up_for_the_nvidia_runtime() {
     assert!(config("{{json .Config.ExposedPorts}}").contains("9842/tcp"));
     assert!(config("{{json .Config.Volumes}}").contains("/var/lib/gpuwatch"));
     // Everything but the two binaries: the base (about 25 MB) and the
-    // config. The release image's size is in the README.
+    // config. The release image's size is in docs/deploy.md.
     let size: u64 = config("{{.Size}}").parse().expect("image size");
     let rest = size.saturating_sub(image.binaries);
     eprintln!(

@@ -9,7 +9,7 @@
 //! The package here is built with `cargo deb --no-build` from this test
 //! build's binaries (cargo-deb strips them), not from a release build: the
 //! same files, in the same places, with the same maintainer scripts, without
-//! a release LTO build in CI. Users build it from a release build (README).
+//! a release LTO build in CI. Users build it from a release build (docs/deploy.md).
 
 mod common;
 #[path = "deploy/podman.rs"]

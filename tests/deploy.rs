@@ -72,10 +72,12 @@ fn every_alert_has_a_firing_and_a_quiet_unit_test() {
 
 #[test]
 fn alert_rules_use_only_metrics_gpuwatch_exports() {
-    // Every gpuwatch_* name in the rules is in the README's metric table;
-    // a recording rule's name (level:metric:operations) is defined in the
-    // file and named in the README.
-    let readme = read("README.md");
+    // Every gpuwatch_* name in the rules is in the metric table of
+    // docs/metrics.md; a recording rule's name (level:metric:operations) is
+    // defined in the file and named in docs/benchmarks.md ("A fleet on one
+    // Prometheus").
+    let metrics_page = read("docs/metrics.md");
+    let fleet_page = read("docs/benchmarks.md");
     let rules = read("deploy/prometheus/gpuwatch-rules.yml");
     let mut checked = 0;
     for word in rules.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')) {
@@ -85,13 +87,13 @@ fn alert_rules_use_only_metrics_gpuwatch_exports() {
                 "{word} is used but not recorded by gpuwatch-rules.yml"
             );
             assert!(
-                readme.contains(&format!("`{word}`")),
-                "recording rule {word} is not named in the README"
+                fleet_page.contains(&format!("`{word}`")),
+                "recording rule {word} is not named in docs/benchmarks.md"
             );
         } else if word.starts_with("gpuwatch_") {
             assert!(
-                readme.contains(&format!("| `{word}` |")),
-                "{word} is not a metric gpuwatch exports (README table)"
+                metrics_page.contains(&format!("| `{word}` |")),
+                "{word} is not a metric gpuwatch exports (docs/metrics.md table)"
             );
             checked += 1;
         }

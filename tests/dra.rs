@@ -385,9 +385,8 @@ fn dcgm_series_carry_dra_labels_and_hpc_job_only_when_switched_on() {
         "{}",
         m.text
     );
-    // The README names the labels and says they multiply the series.
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    // docs/compat.md names the labels and says they multiply the series.
+    let readme = common::docs_page("compat.md");
     for label in [
         "hpc_job",
         "dra_claim_name",
@@ -399,7 +398,7 @@ fn dcgm_series_carry_dra_labels_and_hpc_job_only_when_switched_on() {
     ] {
         assert!(
             readme.contains(&format!("`{label}`")),
-            "README lacks `{label}`"
+            "docs/compat.md lacks `{label}`"
         );
     }
     assert_eq!(agent.terminate().code(), Some(0));

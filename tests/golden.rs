@@ -1,16 +1,14 @@
 //! The golden /metrics test: a deterministic scenario (time frozen) must
 //! produce exactly `tests/golden/metrics.prom` (volatile values masked),
-//! pass `promtool check metrics`, and match the README's metric table.
+//! pass `promtool check metrics`, and match the metric table of docs/metrics.md.
 //!
 //! Regenerate the golden file with `GPUWATCH_UPDATE_GOLDEN=1 cargo test --test golden`.
 
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
-use common::kubelet::FakeKubelet;
-use common::{fixture, Agent, Metrics};
+use common::{fixture, Metrics};
 
 /// Families whose values change from run to run (time, CPU, counts of ticks).
 const VOLATILE: &[&str] = &[
@@ -32,88 +30,6 @@ const VOLATILE: &[&str] = &[
     "process_cpu_seconds_total",
     "process_start_time_seconds",
 ];
-
-/// The golden scenario's /metrics with the detail sets `detail` (a TOML
-/// list's items, e.g. `"full"`; empty for the default).
-fn scrape_golden(detail: &str) -> Metrics {
-    let scenario = fixture("scenarios/golden-full.toml");
-    // History commits every second, so its metrics have values too.
-    let dir = tempfile::tempdir().expect("temp dir");
-    let config = dir.path().join("gpuwatch.toml");
-    // Host facts for the scenario's pids come from a fixture /proc tree; one
-    // process per GPU gets its own series, the rest are summed (pid="other").
-    let proc_root = fixture("fixtures/proc-golden/proc");
-    // A stand-in kubelet gives MIG instance 2 (tritonserver's) to a pod.
-    let socket = dir.path().join("kubelet.sock");
-    let _kubelet = FakeKubelet::golden_triton(&socket);
-    // A kernel log the agent follows: one NVSwitch SXid line is appended
-    // once it reads the log.
-    let kmsg = dir.path().join("kmsg");
-    std::fs::write(&kmsg, "").expect("kmsg");
-    // A PCI tree with the scenario's GPUs (all listed by NVML) and an NVSwitch.
-    let pci = dir.path().join("pci");
-    for (address, class) in [
-        ("0000:07:00.0", "0x030200"),
-        ("0000:65:00.0", "0x030200"),
-        ("0000:05:00.0", "0x068000"),
-    ] {
-        std::fs::create_dir_all(pci.join(address)).expect("pci");
-        std::fs::write(pci.join(address).join("vendor"), "0x10de\n").expect("vendor");
-        std::fs::write(pci.join(address).join("class"), format!("{class}\n")).expect("class");
-    }
-    // Acting on health is off here: its families have their own README
-    // table, checked against a real Slurm (tests/remediation_slurm.rs).
-    std::fs::write(
-        &config,
-        format!(
-            "[exporter]\ndetail = [{detail}]\n[history]\nbatch_interval = \"1s\"\n[sampler]\nproc_root = {:?}\nprocess_top_n = 1\nprocess_command_line = true\n\
-             [kubernetes]\npod_resources_socket = {:?}\n\
-             [health]\nkernel_log = {:?}\npci_devices = {:?}\n\
-             [capacity]\nmemory_margin = \"1GiB\"\n\
-             [[profiles]]\nname = \"small\"\nmemory = \"2GiB\"\n\
-             [[profiles]]\nname = \"a100-big\"\nmemory = \"30GiB\"\nmodel = \"A100\"\n\
-             [remediation]\nmode = \"off\"\n",
-            proc_root.to_str().expect("utf-8 path"),
-            socket.to_str().expect("utf-8 path"),
-            kmsg.to_str().expect("utf-8 path"),
-            pci.to_str().expect("utf-8 path"),
-        ),
-    )
-    .expect("config");
-    let agent = Agent::in_process_with_args(
-        scenario.to_str().expect("utf-8 path"),
-        &["--config", config.to_str().expect("utf-8 path")],
-        &[("GPUWATCH_SIM_TIME", "10")],
-    );
-    agent.wait_for("the kernel log opened", Duration::from_secs(20), |m| {
-        m.value("gpuwatch_kernel_log_up", &[]) == Some(1.0)
-    });
-    let mut log = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&kmsg)
-        .expect("kmsg");
-    std::io::Write::write_all(
-        &mut log,
-        b"3,1005,9000000,-;nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 12 LTSSM Fault Up\n",
-    )
-    .expect("append to kmsg");
-    agent.wait_for(
-        "three samples, both Xid codes, the processes and a history commit",
-        Duration::from_secs(20),
-        |m| {
-            m.value("gpuwatch_samples_total", &[])
-                .is_some_and(|n| n >= 3.0)
-                && m.find("gpuwatch_xid_errors_total", &[]).len() == 2
-                && m.find("gpuwatch_gpu_processes", &[]).len() == 2
-                && m.value("gpuwatch_history_rows_written_total", &[])
-                    .is_some_and(|v| v > 0.0)
-                && m.has("gpuwatch_gpu_pod_info")
-                && m.has("gpuwatch_gpm_mig_sm_active_ratio")
-                && m.has("gpuwatch_sxid_errors_total")
-                && m.has("gpuwatch_pci_gpus")
-        },
-    )
-}
 
 /// Families whose very series come and go with timing: which NVML calls a
 /// lost GPU has failed so far; which history tiers have rows yet (a run
@@ -146,7 +62,7 @@ fn masked(text: &str) -> String {
 #[test]
 fn golden_metrics_match_promtool_and_the_readme() {
     // Every detail set, so that every family is covered.
-    let metrics = scrape_golden("\"full\"");
+    let metrics = common::golden::scrape("\"full\"");
 
     // 1. promtool, the real linter.
     let (ok, said) = common::promtool_check_metrics(&metrics.text);
@@ -334,7 +250,7 @@ fn golden_metrics_match_promtool_and_the_readme() {
         Some(1.0)
     );
 
-    // 4. The README's table documents exactly what is exported.
+    // 4. docs/metrics.md's table documents exactly what is exported.
     check_readme_table(&metrics);
 }
 
@@ -343,7 +259,7 @@ fn golden_metrics_match_promtool_and_the_readme() {
 /// sets' families.
 #[test]
 fn golden_default_metrics_leave_out_the_detail_sets_only() {
-    let metrics = scrape_golden("");
+    let metrics = common::golden::scrape("");
     let (ok, said) = common::promtool_check_metrics(&metrics.text);
     assert!(ok && said.trim().is_empty(), "promtool: {said}");
     let golden_path = fixture("golden/metrics-default.prom");
@@ -407,7 +323,7 @@ fn golden_default_metrics_leave_out_the_detail_sets_only() {
 
 /// What the agent served on a real H200 (driver 580.159.04, 2026-11-29, by
 /// scripts/real_gpu_check.py): promtool-clean, and every family it has is in
-/// the README's table with the documented type and labels.
+/// docs/metrics.md's table with the documented type and labels.
 #[test]
 fn real_h200_metrics_are_clean_and_documented() {
     for label in ["idle", "load"] {
@@ -420,7 +336,7 @@ fn real_h200_metrics_are_clean_and_documented() {
         for sample in &metrics.samples {
             let (kind, labels) = documented.get(&sample.name).unwrap_or_else(|| {
                 panic!(
-                    "{} (real H200, {label}) is not in the README table",
+                    "{} (real H200, {label}) is not in the table of docs/metrics.md",
                     sample.name
                 )
             });
@@ -445,10 +361,15 @@ fn real_h200_metrics_are_clean_and_documented() {
 }
 
 fn check_readme_table(metrics: &Metrics) {
-    common::assert_documented(metrics, &readme_table(), |_| true, "the README table");
+    common::assert_documented(
+        metrics,
+        &readme_table(),
+        |_| true,
+        "the table of docs/metrics.md",
+    );
 }
 
-/// The README's metric table: name → (type, label names).
+/// The metric table of docs/metrics.md: name → (type, label names).
 fn readme_table() -> common::Documented {
-    common::readme_metric_table("metrics-table")
+    common::docs_metric_table("metrics.md", "metrics-table")
 }

@@ -20,7 +20,7 @@ use gpuwatch::sampler::procnames::ProcessNames;
 use gpuwatch::sampler::reader::{Cadence, NodeReader, Tiers};
 use std::time::Duration;
 
-/// The defaults of `[sampler]`, in fast ticks (see README "Configuration").
+/// The defaults of `[sampler]`, in fast ticks (see docs/configuration.md).
 const SLOW_EVERY: u64 = 30;
 const PROCESSES_EVERY: u64 = 5;
 /// Seconds counted: two slow periods, so each tier's share is exact.

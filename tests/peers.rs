@@ -9,7 +9,7 @@
 //! and every panel query is evaluated for each choice of node and GPU. Every
 //! query must succeed; every panel must show data for some choice, except
 //! those in [`EMPTY_PANELS`], which must show none (so the list cannot go
-//! stale). The README's drop-in section lists the same panels.
+//! stale). docs/compat.md's drop-in section lists the same panels.
 
 mod common;
 
@@ -280,7 +280,7 @@ fn peer_dashboards_show_data_on_gpuwatch_through_a_real_prometheus() {
         match (expected_empty.get(&key), has_data) {
             (None, false) => problems.push(format!("{file}: panel {title:?} shows no data")),
             (Some(why), true) => problems.push(format!(
-                "{file}: panel {title:?} shows data now; remove it from EMPTY_PANELS and the README (was: {why})"
+                "{file}: panel {title:?} shows data now; remove it from EMPTY_PANELS and docs/compat.md (was: {why})"
             )),
             _ => {}
         }

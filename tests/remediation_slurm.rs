@@ -305,13 +305,13 @@ fn slurmctld_stopped_midway_is_an_error_retried_until_it_is_back() {
     let m = agent.wait_for("the drain counted", LONG, |m| {
         counted(m, "drain", "done") == 1.0
     });
-    // Every remediation family is out now: each documented in the README's
-    // table, and promtool-clean.
+    // Every remediation family is out now: each documented in the
+    // remediation table of docs/health.md, and promtool-clean.
     common::assert_documented(
         &m,
-        &common::readme_metric_table("remediation-metrics-table"),
+        &common::docs_metric_table("health.md", "remediation-metrics-table"),
         |name| name.starts_with("gpuwatch_remediation_"),
-        "the README's remediation metrics table",
+        "the remediation metrics table of docs/health.md",
     );
     let (ok, said) = common::promtool_check_metrics(&m.text);
     assert!(ok && said.trim().is_empty(), "promtool: {said}");

@@ -707,9 +707,9 @@ fn tls_metrics(pki: &Pki, agent: &Agent) -> common::Metrics {
     common::Metrics::parse(&body)
 }
 
-/// The `gpuwatch_tls_*` table of the README's Web security section.
+/// The `gpuwatch_tls_*` table of docs/web.md's Web security section.
 fn readme_tls_table() -> common::Documented {
-    common::readme_metric_table("tls-metrics-table")
+    common::docs_metric_table("web.md", "tls-metrics-table")
 }
 
 fn start_with_auth(pki: &Pki, tls: &str) -> Agent {
@@ -738,12 +738,12 @@ fn renewed_certificates_are_served_without_a_restart() {
     let metrics = tls_metrics(&pki, &agent);
     let (ok, said) = common::promtool_check_metrics(&metrics.text);
     assert!(ok && said.trim().is_empty(), "promtool: {said}");
-    // The TLS families are documented in the README's Web security section.
+    // The TLS families are documented in docs/web.md's Web security section.
     common::assert_documented(
         &metrics,
         &readme_tls_table(),
         |name| name.starts_with("gpuwatch_tls_"),
-        "the README's TLS metrics table",
+        "the TLS metrics table of docs/web.md",
     );
     assert_eq!(
         metrics.value("gpuwatch_tls_reloads_total", &[("result", "success")]),

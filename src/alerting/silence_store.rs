@@ -97,7 +97,7 @@ pub async fn load(pool: &SqlitePool, now: Timestamp) -> Result<SilenceSet, sqlx:
     let mut skip = |id: i64, why: &str| {
         skipped += 1;
         if skipped <= MAX_SKIP_WARNINGS {
-            warn!(silence = id, reason = why, "A stored silence is skipped: it no longer fits the limits on silences (see the README); expire it or add it again within them.");
+            warn!(silence = id, reason = why, "A stored silence is skipped: it no longer fits the limits on silences (see docs/alerts.md); expire it or add it again within them.");
         }
     };
     let mut after = i64::MIN;

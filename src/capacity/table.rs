@@ -80,7 +80,7 @@ pub fn render_running(snapshot: &Snapshot, margin: u64) -> String {
         let _ = writeln!(
             out,
             "No workload is running on a GPU. Add [[profiles]] to the configuration \
-             (see the README, section Capacity) to ask about a workload before it runs."
+             (see docs/workloads.md, section Capacity) to ask about a workload before it runs."
         );
     }
     let _ = writeln!(

@@ -34,7 +34,7 @@ pub enum DetailSet {
 }
 
 impl DetailSet {
-    /// Every set, in the order the README lists them.
+    /// Every set, in the order docs/metrics.md lists them.
     pub const ALL: [DetailSet; 6] = [
         DetailSet::NvlinkLinks,
         DetailSet::MediaEngines,

@@ -4,7 +4,7 @@
 //! escalations, by [`judge`] alone, so `/metrics`, `/api/v1/health`,
 //! `/api/v1/gpus`, `gpuwatch status` and remediation agree.
 //!
-//! How each signal maps (documented in the README):
+//! How each signal maps (documented in docs/health.md):
 //! - unhealthy: the GPU is lost; the driver asks for a recovery action
 //!   (field 230 not `none`); a row remap failed; an NVLink link is down; an
 //!   Xid whose catalog action is RESET_GPU or RESTART_BM, or one of the

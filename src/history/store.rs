@@ -181,7 +181,7 @@ impl Store {
             // the history grows; the OS page cache keeps the file's pages
             // anyway, so 128 KiB per connection (a commit rewrites a few
             // right-edge pages) costs a few preads, not disk reads (see
-            // README "Footprint"; 512 KiB before issue 23).
+            // docs/benchmarks.md "Footprint"; 512 KiB before issue 23).
             .pragma("cache_size", "-128");
         let pool = SqlitePoolOptions::new()
             // One connection for the writer, one for a reader (WAL lets a

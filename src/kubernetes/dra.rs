@@ -12,7 +12,7 @@
 //! The snapshot knows each MIG instance's profile name but not its
 //! placement, so a MIG device is matched to the one instance of its
 //! profile on the GPU; where the GPU has several instances of that profile
-//! the device is left unmatched rather than guessed (see the README).
+//! the device is left unmatched rather than guessed (see docs/workloads.md).
 
 use crate::gpu::MigInstance;
 

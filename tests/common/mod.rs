@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub mod alertmanager;
+pub mod golden;
 pub mod kubelet;
 pub mod promql;
 pub mod slurm;
@@ -653,7 +654,7 @@ pub fn prometheus() -> PathBuf {
     panic!("prometheus is missing: the Grafana dashboard test evaluates every panel query on a real Prometheus server. Install it with `apt-get install prometheus` (scripts/test.sh does this)");
 }
 
-/// Metric families as a README table documents them: name → (type, label names).
+/// Metric families as a docs table documents them: name → (type, label names).
 pub type Documented = BTreeMap<String, (String, BTreeSet<String>)>;
 
 /// One HTTP/1.1 request as the tests' small servers read it.
@@ -702,17 +703,28 @@ pub fn read_request(reader: &mut impl BufRead) -> Option<HttpRequest> {
     })
 }
 
-/// A metric table of README.md (`| name | type | unit | labels | … |`)
-/// between `<!-- MARKER:start -->` and `<!-- MARKER:end -->`, as
-/// [`Documented`]; "–" in the labels cell means none.
-pub fn readme_metric_table(marker: &str) -> Documented {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let table = readme
-        .split(&format!("<!-- {marker}:start -->"))
+/// The text of a page under the repository's `docs/` (e.g. `"metrics.md"`).
+pub fn docs_page(page: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs")
+        .join(page);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The text of `page` between `<!-- MARKER:start -->` and `<!-- MARKER:end -->`.
+pub fn docs_marked<'a>(text: &'a str, page: &str, marker: &str) -> &'a str {
+    text.split(&format!("<!-- {marker}:start -->"))
         .nth(1)
         .and_then(|rest| rest.split(&format!("<!-- {marker}:end -->")).next())
-        .unwrap_or_else(|| panic!("README has the {marker} markers"));
+        .unwrap_or_else(|| panic!("docs/{page} has no {marker} markers"))
+}
+
+/// A metric table of the docs page `page` (`| name | type | unit | labels | … |`)
+/// between `<!-- MARKER:start -->` and `<!-- MARKER:end -->`, as
+/// [`Documented`]; "–" in the labels cell means none.
+pub fn docs_metric_table(page: &str, marker: &str) -> Documented {
+    let text = docs_page(page);
+    let table = docs_marked(&text, page, marker);
     let mut documented = Documented::new();
     for row in table.lines().filter(|l| l.starts_with("| `")) {
         let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
