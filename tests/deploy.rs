@@ -74,10 +74,10 @@ fn every_alert_has_a_firing_and_a_quiet_unit_test() {
 fn alert_rules_use_only_metrics_gpuwatch_exports() {
     // Every gpuwatch_* name in the rules is in the metric table of
     // docs/metrics.md; a recording rule's name (level:metric:operations) is
-    // defined in the file and named in docs/benchmarks.md ("A fleet on one
-    // Prometheus").
+    // defined in the file and named in the docs (docs/benchmarks.md "A fleet
+    // on one Prometheus", docs/deploy.md "Grafana").
     let metrics_page = read("docs/metrics.md");
-    let fleet_page = read("docs/benchmarks.md");
+    let docs = ["docs/benchmarks.md", "docs/deploy.md"].map(read).concat();
     let rules = read("deploy/prometheus/gpuwatch-rules.yml");
     let mut checked = 0;
     for word in rules.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')) {
@@ -87,8 +87,8 @@ fn alert_rules_use_only_metrics_gpuwatch_exports() {
                 "{word} is used but not recorded by gpuwatch-rules.yml"
             );
             assert!(
-                fleet_page.contains(&format!("`{word}`")),
-                "recording rule {word} is not named in docs/benchmarks.md"
+                docs.contains(&format!("`{word}`")),
+                "recording rule {word} is not named in docs/benchmarks.md or docs/deploy.md"
             );
         } else if word.starts_with("gpuwatch_") {
             assert!(
