@@ -294,7 +294,7 @@ fn dcgm_and_nvidia_smi_names_carry_the_scenario_in_their_units() {
         .contains("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total"));
 
     check_promtool(&m);
-    check_readme_tables(&m);
+    check_docs_tables(&m);
 }
 
 /// promtool's complaints, one line each, deduplicated (it repeats a
@@ -351,7 +351,7 @@ fn check_promtool(m: &Metrics) {
     );
 }
 
-fn check_readme_tables(m: &Metrics) {
+fn check_docs_tables(m: &Metrics) {
     let page = common::docs_page("compat.md");
     let dcgm_labels = "gpu, UUID, pci_bus_id, device, modelName, Hostname, DCGM_FI_DRIVER_VERSION";
     let mut documented = common::Documented::new();

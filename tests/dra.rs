@@ -386,7 +386,7 @@ fn dcgm_series_carry_dra_labels_and_hpc_job_only_when_switched_on() {
         m.text
     );
     // docs/compat.md names the labels and says they multiply the series.
-    let readme = common::docs_page("compat.md");
+    let compat_page = common::docs_page("compat.md");
     for label in [
         "hpc_job",
         "dra_claim_name",
@@ -397,7 +397,7 @@ fn dcgm_series_carry_dra_labels_and_hpc_job_only_when_switched_on() {
         "compat_hpc_job",
     ] {
         assert!(
-            readme.contains(&format!("`{label}`")),
+            compat_page.contains(&format!("`{label}`")),
             "docs/compat.md lacks `{label}`"
         );
     }

@@ -60,7 +60,7 @@ fn masked(text: &str) -> String {
 }
 
 #[test]
-fn golden_metrics_match_promtool_and_the_readme() {
+fn golden_metrics_match_promtool_and_the_docs() {
     // Every detail set, so that every family is covered.
     let metrics = common::golden::scrape("\"full\"");
 
@@ -251,7 +251,7 @@ fn golden_metrics_match_promtool_and_the_readme() {
     );
 
     // 4. docs/metrics.md's table documents exactly what is exported.
-    check_readme_table(&metrics);
+    check_docs_table(&metrics);
 }
 
 /// The same scenario at the default /metrics: `tests/golden/metrics-default.prom`,
@@ -332,7 +332,7 @@ fn real_h200_metrics_are_clean_and_documented() {
         let (ok, said) = common::promtool_check_metrics(&text);
         assert!(ok && said.trim().is_empty(), "promtool on {label}: {said}");
         let metrics = Metrics::parse(&text);
-        let documented = readme_table();
+        let documented = docs_table();
         for sample in &metrics.samples {
             let (kind, labels) = documented.get(&sample.name).unwrap_or_else(|| {
                 panic!(
@@ -360,16 +360,16 @@ fn real_h200_metrics_are_clean_and_documented() {
     }
 }
 
-fn check_readme_table(metrics: &Metrics) {
+fn check_docs_table(metrics: &Metrics) {
     common::assert_documented(
         metrics,
-        &readme_table(),
+        &docs_table(),
         |_| true,
         "the table of docs/metrics.md",
     );
 }
 
 /// The metric table of docs/metrics.md: name → (type, label names).
-fn readme_table() -> common::Documented {
+fn docs_table() -> common::Documented {
     common::docs_metric_table("metrics.md", "metrics-table")
 }
