@@ -35,7 +35,9 @@ use nvml_wrapper_sys::bindings::{
 };
 
 pub(super) use fabric::fabric_info;
-pub(super) use gpm::{MetricsRequest, SampleBuffer, MAX_METRICS};
+#[cfg(test)]
+pub(super) use gpm::MAX_METRICS;
+pub(super) use gpm::{MetricsRequest, SampleBuffer};
 pub(super) use processes::{compute_processes, process_utilization, Capacities};
 
 use super::batch::Field;
