@@ -127,7 +127,7 @@ impl GpuDevice<'_> {
         tally: &mut Tally,
     ) -> FieldValues {
         let Some(answers) = tally.call(group, "nvmlDeviceGetFieldValues", || {
-            raw::field_values(&self.device, fields)
+            raw::field_values(&self.device, fields.iter().map(|f| (f.id, f.scope)))
         }) else {
             return FieldValues::default();
         };

@@ -40,8 +40,6 @@ pub(super) use gpm::MAX_METRICS;
 pub(super) use gpm::{MetricsRequest, SampleBuffer};
 pub(super) use processes::{compute_processes, process_utilization, Capacities};
 
-use super::batch::Field;
-
 /// The one symbol lookup: the function nvml-wrapper's loader found, or
 /// `FailedToLoadSymbol` saying why not (a driver that predates it).
 fn symbol<T, E: std::fmt::Display>(found: &Result<T, E>) -> Result<&T, NvmlError> {
@@ -50,24 +48,23 @@ fn symbol<T, E: std::fmt::Display>(found: &Result<T, E>) -> Result<&T, NvmlError
         .map_err(|error| NvmlError::FailedToLoadSymbol(error.to_string()))
 }
 
-/// One `nvmlDeviceGetFieldValues` call for `fields` (ids in NVML 12's
-/// numbering, sent in the loaded driver's: [`wire_id`]): per field, in
-/// order, its value or its own error.
+/// One `nvmlDeviceGetFieldValues` call for `fields`, each a field id (in
+/// NVML 12's numbering, sent in the loaded driver's: [`wire_id`]) and its
+/// scope: per field, in order, its value or its own error.
 pub(super) fn field_values(
     device: &Device<'_>,
-    fields: &[Field],
+    fields: impl ExactSizeIterator<Item = (u32, u32)>,
 ) -> Result<Vec<Result<f64, NvmlError>>, NvmlError> {
     let get = symbol(&device.nvml().lib().nvmlDeviceGetFieldValues)?;
     let count = i32::try_from(fields.len()).map_err(|_| NvmlError::InvalidArg)?;
     let scheme = device.nvml().field_id_scheme();
     let mut raw: Vec<nvmlFieldValue_t> = fields
-        .iter()
-        .map(|field| {
+        .map(|(id, scope)| {
             // SAFETY: nvmlFieldValue_t is plain C data (integers and a union
             // of numbers), for which all zero bytes is a valid value.
             let mut value: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
-            value.fieldId = wire_id(scheme, field.id());
-            value.scopeId = field.scope();
+            value.fieldId = wire_id(scheme, id);
+            value.scopeId = scope;
             value
         })
         .collect();
