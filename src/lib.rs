@@ -71,6 +71,12 @@
 //! `outbox` → `alerting` → `notify` (receivers carry an alerting route) →
 //! `config` → `remediation` → `http` → `app`.
 
+// Every `unsafe` operation sits in its own block with a `// SAFETY:`
+// comment saying why it holds (clippy checks the comments), also inside an
+// `unsafe fn`.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod alerting;
 pub mod app;
 pub mod capacity;

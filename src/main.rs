@@ -1,6 +1,12 @@
 //! The gpuwatch binary: parses the command line and hands over to
 //! `gpuwatch::app`.
 
+// Every `unsafe` operation sits in its own block with a `// SAFETY:`
+// comment saying why it holds (clippy checks the comments), also inside an
+// `unsafe fn`.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

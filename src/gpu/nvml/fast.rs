@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 
+use super::batch::Field;
 use super::fields::{
-    id, ENERGY_EVERY, FAST_FIELD_IDS, FAST_FIELD_IDS_WITH_ENERGY, MHZ, VIOLATION_REASONS,
+    id, ENERGY_EVERY, FAST_FIELDS, FAST_FIELDS_WITH_ENERGY, MHZ, VIOLATION_REASONS,
 };
 use super::{GpuDevice, Tally};
 use crate::gpu::snapshot::{FastReadings, FieldGroup, MemoryReading};
@@ -98,25 +99,28 @@ impl GpuDevice<'_> {
         let energy_due = self
             .energy
             .is_none_or(|(read_at, _)| now.duration_since(read_at) >= ENERGY_EVERY);
-        let ids: &[u32] = if energy_due {
-            &FAST_FIELD_IDS_WITH_ENERGY
+        let fields: &[Field] = if energy_due {
+            &FAST_FIELDS_WITH_ENERGY
         } else {
-            &FAST_FIELD_IDS
+            &FAST_FIELDS
         };
-        let values = self.field_values(FieldGroup::Power, ids, tally);
-        let power_mw = values.get(id::POWER_INSTANT);
+        let values = self.field_values(FieldGroup::Power, fields, tally);
+        values.report_unsupported(self.index, fields, tally);
+        let power_mw = values.get(Field::device(id::POWER_INSTANT));
         match power_mw {
             Some(mw) => r.power_watts = Some(mw / 1000.0),
             None => self.power_from_fields = false,
         }
-        r.temperature_memory_celsius = values.get(id::MEMORY_TEMP);
+        r.temperature_memory_celsius = values.get(Field::device(id::MEMORY_TEMP));
         for (name, field) in VIOLATION_REASONS {
-            if let Some(ns) = values.get(field) {
+            if let Some(ns) = values.get(Field::device(field)) {
                 r.clock_event_seconds.insert(name, ns / 1e9);
             }
         }
         if energy_due {
-            let joules = values.get(id::TOTAL_ENERGY).map(|mj| mj / 1000.0);
+            let joules = values
+                .get(Field::device(id::TOTAL_ENERGY))
+                .map(|mj| mj / 1000.0);
             self.energy = Some((now, joules));
         }
         r.energy_joules = self.energy.and_then(|(_, joules)| joules);

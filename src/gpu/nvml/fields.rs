@@ -1,19 +1,21 @@
-//! The NVML field-value ids gpuwatch reads and one batched read of them,
-//! looked up by id rather than by position.
+//! The NVML field-value ids gpuwatch reads, and the fast tier's batch of
+//! them (the batch call itself is [`batch`](super::batch)).
 
 use std::time::Duration;
 
-use nvml_wrapper::enums::device::SampleValue;
-use nvml_wrapper::structs::device::FieldId;
-
-use super::{GpuDevice, Tally};
-use crate::gpu::snapshot::FieldGroup;
+use super::batch::Field;
 
 /// Hertz per megahertz: NVML reports clocks in MHz.
 pub(super) const MHZ: f64 = 1_000_000.0;
 
-/// Field ids from `nvml.h` (v12), named as NVML names them.
+/// Field ids from `nvml.h` (v12), named as NVML names them. The per-link
+/// ids (asked with the link as `scopeId`) are [`LinkFieldId`]s, built here
+/// at compile time: an id the rule refuses fails the build.
+///
+/// [`LinkFieldId`]: super::batch::LinkFieldId
 pub(super) mod id {
+    use super::super::batch::{link_field, LinkFieldId};
+
     /// NVML_FI_DEV_ECC_SBE_VOL_TOTAL: corrected ECC errors since the last driver load.
     pub const ECC_SBE_VOL: u32 = 3;
     /// NVML_FI_DEV_ECC_DBE_VOL_TOTAL: uncorrected ECC errors since the last driver load.
@@ -43,17 +45,17 @@ pub(super) mod id {
     /// NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6 (L7..L11 follow).
     pub const NVLINK_CRC_DATA_L6: u32 = 102;
     /// NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY: replays on the link `scopeId`.
-    pub const NVLINK_ERROR_DL_REPLAY: u32 = 161;
+    pub const NVLINK_ERROR_DL_REPLAY: LinkFieldId = link_field(161);
     /// NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY: recoveries on the link `scopeId`.
-    pub const NVLINK_ERROR_DL_RECOVERY: u32 = 162;
+    pub const NVLINK_ERROR_DL_RECOVERY: LinkFieldId = link_field(162);
     /// NVML_FI_DEV_NVLINK_ERROR_DL_CRC: CRC flit errors on the link `scopeId`.
-    pub const NVLINK_ERROR_DL_CRC: u32 = 163;
+    pub const NVLINK_ERROR_DL_CRC: LinkFieldId = link_field(163);
     /// NVML_FI_DEV_NVLINK_GET_STATE: 1 when the link `scopeId` is active.
-    pub const NVLINK_GET_STATE: u32 = 165;
+    pub const NVLINK_GET_STATE: LinkFieldId = link_field(165);
     /// NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: KiB sent on the link `scopeId`.
-    pub const NVLINK_DATA_TX: u32 = 138;
+    pub const NVLINK_DATA_TX: LinkFieldId = link_field(138);
     /// NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: KiB received on the link `scopeId`.
-    pub const NVLINK_DATA_RX: u32 = 139;
+    pub const NVLINK_DATA_RX: LinkFieldId = link_field(139);
     /// NVML_FI_DEV_REMAPPED_COR: rows remapped for correctable errors.
     pub const REMAPPED_COR: u32 = 142;
     /// NVML_FI_DEV_REMAPPED_UNC: rows remapped for uncorrectable errors.
@@ -109,59 +111,26 @@ pub const FAST_FIELD_IDS_WITH_ENERGY: [u32; 8] = {
     ids
 };
 
+/// [`FAST_FIELD_IDS`] as the fields of the batch (device-wide, scope 0).
+pub(super) const FAST_FIELDS: [Field; 7] = device_fields(FAST_FIELD_IDS);
+
+/// [`FAST_FIELD_IDS_WITH_ENERGY`] as the fields of the batch.
+pub(super) const FAST_FIELDS_WITH_ENERGY: [Field; 8] = device_fields(FAST_FIELD_IDS_WITH_ENERGY);
+
+const fn device_fields<const N: usize>(ids: [u32; N]) -> [Field; N] {
+    let mut fields = [Field::device(0); N];
+    let mut i = 0;
+    while i < N {
+        fields[i] = Field::device(ids[i]);
+        i += 1;
+    }
+    fields
+}
+
 /// How often the energy counter is read. On a real H200 (driver 580) it
 /// costs ~3 ms a read against ~0.1 ms for the rest of the fast tick; a
 /// counter for `rate()` over minutes loses nothing at 5 s.
 pub const ENERGY_EVERY: Duration = Duration::from_secs(5);
-
-/// The values of one `nvmlDeviceGetFieldValues` batch, by field id; a field
-/// the GPU does not support (or the whole call failing) reads as `None`.
-#[derive(Debug, Default)]
-pub(super) struct FieldValues {
-    values: Vec<(u32, Option<f64>)>,
-}
-
-impl FieldValues {
-    /// The value of field `id`, if the batch asked for it and the GPU answered.
-    pub(super) fn get(&self, id: u32) -> Option<f64> {
-        self.values
-            .iter()
-            .find(|(field, _)| *field == id)
-            .and_then(|(_, value)| *value)
-    }
-}
-
-impl GpuDevice<'_> {
-    /// One `nvmlDeviceGetFieldValues` call for `ids`.
-    pub(super) fn field_values(
-        &self,
-        group: FieldGroup,
-        ids: &[u32],
-        tally: &mut Tally,
-    ) -> FieldValues {
-        let field_ids: Vec<FieldId> = ids.iter().map(|&id| FieldId(id)).collect();
-        let Some(samples) = tally.call(group, "nvmlDeviceGetFieldValues", || {
-            self.device.field_values_for(&field_ids)
-        }) else {
-            return FieldValues::default();
-        };
-        let mut values = Vec::with_capacity(ids.len());
-        for (id, sample) in ids.iter().zip(samples) {
-            let value = match sample.and_then(|s| s.value) {
-                Ok(SampleValue::F64(v)) => Some(v),
-                Ok(SampleValue::U32(v)) => Some(f64::from(v)),
-                Ok(SampleValue::U64(v)) => Some(v as f64),
-                Ok(SampleValue::I64(v)) => Some(v as f64),
-                Err(error) => {
-                    tally.field_unsupported(self.index, *id, &error);
-                    None
-                }
-            };
-            values.push((*id, value));
-        }
-        FieldValues { values }
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,5 @@
 //! GPM (GPU Performance Monitoring, Hopper and newer): what the sampler
-//! reads of it. Only this module and `gpm_ffi` (its raw calls) use GPM.
+//! reads of it. Only this module and `raw::gpm` (its raw calls) use GPM.
 //!
 //! Each GPU with GPM takes one sample per fast tick and keeps it; the
 //! metrics are computed from the previous sample and the new one
@@ -21,7 +21,7 @@ use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use super::gpm_ffi::{MetricsRequest, SampleBuffer};
+use super::raw::{MetricsRequest, SampleBuffer};
 use super::{GpuDevice, Tally};
 use crate::gpu::gpm::{GpmMetrics, GpmReadings, InstanceGpm, LinkTraffic, MediaEngineActivity};
 use crate::gpu::snapshot::FieldGroup;
@@ -381,7 +381,7 @@ mod tests {
         assert_eq!(GPU_METRICS.len(), 12 + 18 + 2 + 2 + 36);
         assert_eq!(INSTANCE_METRICS.len(), 12 + 18);
         // One request holds at most NVML_GPM_METRIC_MAX ids.
-        assert!(GPU_METRICS.len() <= super::super::gpm_ffi::MAX_METRICS);
+        assert!(GPU_METRICS.len() <= super::super::raw::MAX_METRICS);
         let request = MetricsRequest::new(GPU_METRICS.iter().map(|(id, _)| id.as_c()));
         assert_eq!(request.len(), GPU_METRICS.len());
         let link17_tx = GPU_METRICS

@@ -13,8 +13,8 @@
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError;
 
+use super::batch::{Field, FieldValues, LinkFieldId};
 use super::fields::id;
-use super::scoped_fields::{Scoped, ScopedValues};
 use super::{GpuDevice, Tally};
 use crate::gpu::links::{recovery_action_name, LinkHealth, NvLinkState, NvLinkTraffic};
 use crate::gpu::snapshot::FieldGroup;
@@ -22,9 +22,9 @@ use crate::gpu::snapshot::FieldGroup;
 /// NVML_NVLINK_MAX_LINKS.
 const MAX_LINKS: u32 = 18;
 
-/// The error counters read per link, with their label, as scoped fields
+/// The error counters read per link, with their label, as per-link fields
 /// (`scopeId` = link).
-const SCOPED_COUNTERS: [(u32, &str); 3] = [
+const SCOPED_COUNTERS: [(LinkFieldId, &str); 3] = [
     (id::NVLINK_ERROR_DL_REPLAY, "replay"),
     (id::NVLINK_ERROR_DL_RECOVERY, "recovery"),
     (id::NVLINK_ERROR_DL_CRC, "crc_flit"),
@@ -54,19 +54,18 @@ fn no_link(error: &NvmlError) -> bool {
 /// The slow tier's batch: the recovery action, each link's state and error
 /// counters, the data counters of every link when `traffic`, then `extra`
 /// (device fields, scope 0).
-fn batch(traffic: bool, extra: &[u32]) -> Vec<Scoped> {
-    let device = |id| Scoped { id, scope: 0 };
-    let mut fields = vec![device(id::RECOVERY_ACTION)];
+fn batch(traffic: bool, extra: &[u32]) -> Vec<Field> {
+    let mut fields = vec![Field::device(id::RECOVERY_ACTION)];
     for link in 0..MAX_LINKS {
-        let scoped = |id| Scoped { id, scope: link };
+        let scoped = |id| Field::link(id, link);
         fields.push(scoped(id::NVLINK_GET_STATE));
         fields.extend(SCOPED_COUNTERS.iter().map(|&(id, _)| scoped(id)));
-        fields.extend(crc_data_field(link).map(device));
+        fields.extend(crc_data_field(link).map(Field::device));
         if traffic {
             fields.extend([scoped(id::NVLINK_DATA_TX), scoped(id::NVLINK_DATA_RX)]);
         }
     }
-    fields.extend(extra.iter().map(|&id| device(id)));
+    fields.extend(extra.iter().map(|&id| Field::device(id)));
     fields
 }
 
@@ -79,14 +78,14 @@ impl GpuDevice<'_> {
         &self,
         extra: &[u32],
         tally: &mut Tally,
-    ) -> (LinkHealth, Vec<NvLinkTraffic>, ScopedValues) {
+    ) -> (LinkHealth, Vec<NvLinkTraffic>, FieldValues) {
         let group = FieldGroup::Device;
         let traffic_asked = reads_link_traffic(self.gpm_supported());
         let fields = batch(traffic_asked, extra);
-        let values = self.scoped_field_answers(group, &fields, tally);
+        let values = self.field_values(group, &fields, tally);
         let mut nvlink = Vec::new();
         for link in 0..MAX_LINKS {
-            let up = match values.answer(id::NVLINK_GET_STATE, link) {
+            let up = match values.answer(Field::link(id::NVLINK_GET_STATE, link)) {
                 None => continue,
                 Some(Ok(state)) => *state != 0.0,
                 Some(Err(error)) if no_link(error) => continue,
@@ -107,11 +106,12 @@ impl GpuDevice<'_> {
                     _ => {}
                 };
             for (field, name) in SCOPED_COUNTERS {
-                let answer = values.answer(field, link).map(as_count);
+                let answer = values.answer(Field::link(field, link)).map(as_count);
                 counted(name, answer, tally);
             }
             if let Some(field) = crc_data_field(link) {
-                counted(CRC_DATA, values.answer(field, 0).map(as_count), tally);
+                let answer = values.answer(Field::device(field)).map(as_count);
+                counted(CRC_DATA, answer, tally);
             }
             nvlink.push(NvLinkState { link, up, errors });
         }
@@ -133,17 +133,21 @@ impl GpuDevice<'_> {
         // A value beyond NVML's 0-4 is kept as "unknown" with its raw
         // value, never dropped: the driver asks for something.
         let recovery_action_value = values
-            .get(id::RECOVERY_ACTION, 0)
+            .get(Field::device(id::RECOVERY_ACTION))
             .filter(|v| v.is_finite() && *v >= 0.0)
             .map(|v| v as u64);
         let recovery_action = recovery_action_value.map(recovery_action_name);
         // Only the fields of links the GPU has, and of the device, are worth
         // a (debug) line when unanswered.
-        let expected: Vec<Scoped> = fields
+        let data = [id::NVLINK_DATA_TX.get(), id::NVLINK_DATA_RX.get()];
+        let expected: Vec<Field> = fields
             .iter()
-            .filter(|f| match f.id {
-                id::NVLINK_DATA_TX | id::NVLINK_DATA_RX => nvlink.iter().any(|l| l.link == f.scope),
-                field => field == id::RECOVERY_ACTION || extra.contains(&field),
+            .filter(|f| {
+                if data.contains(&f.id()) {
+                    nvlink.iter().any(|l| l.link == f.scope())
+                } else {
+                    f.id() == id::RECOVERY_ACTION || extra.contains(&f.id())
+                }
             })
             .copied()
             .collect();
@@ -151,7 +155,7 @@ impl GpuDevice<'_> {
         // KiB counters (integral values held in an f64 up to 2^53 KiB = 8 EiB).
         let bytes = |field, link| {
             values
-                .get(field, link)
+                .get(Field::link(field, link))
                 .map(|kib| (kib as u64).saturating_mul(1024))
         };
         let traffic = if traffic_asked {
@@ -212,27 +216,6 @@ fn reads_link_traffic(gpm_supported: Option<bool>) -> bool {
     gpm_supported != Some(true)
 }
 
-// None of these ids is in the range nvml-wrapper renumbers (251..=273), so
-// the raw batch may send them as they are.
-const _: () = {
-    let ids = [
-        id::RECOVERY_ACTION,
-        id::NVLINK_DATA_TX,
-        id::NVLINK_DATA_RX,
-        id::NVLINK_GET_STATE,
-        id::NVLINK_ERROR_DL_REPLAY,
-        id::NVLINK_ERROR_DL_RECOVERY,
-        id::NVLINK_ERROR_DL_CRC,
-        id::NVLINK_CRC_DATA_L0 + 5,
-        id::NVLINK_CRC_DATA_L6 + 5,
-    ];
-    let mut i = 0;
-    while i < ids.len() {
-        assert!(ids[i] < 251 || ids[i] > 273);
-        i += 1;
-    }
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,7 +230,7 @@ mod tests {
     #[test]
     fn the_batch_asks_each_link_then_the_extra_fields() {
         let fields = batch(false, &[94]);
-        let pairs: Vec<(u32, u32)> = fields.iter().map(|f| (f.id, f.scope)).collect();
+        let pairs: Vec<(u32, u32)> = fields.iter().map(|f| (f.id(), f.scope())).collect();
         // Recovery action; link 0: state, replay, recovery, CRC flit (scoped)
         // and its CRC data field (39); ...; link 17 without a CRC data field.
         assert_eq!(
@@ -262,7 +245,8 @@ mod tests {
         assert_eq!(fields.len(), 1 + 12 * 5 + 6 * 4 + 1);
         let with_traffic = batch(true, &[]);
         assert_eq!(with_traffic.len(), 1 + 12 * 7 + 6 * 6);
-        assert!(with_traffic.contains(&Scoped { id: 139, scope: 17 }));
+        assert!(with_traffic.contains(&Field::link(id::NVLINK_DATA_RX, 17)));
+        assert_eq!(id::NVLINK_DATA_RX.get(), 139);
     }
 
     /// Links 12-17 are read one call each through the tally: a lost GPU

@@ -14,22 +14,34 @@
 //! H200 takes ~3 ms to read it, 30 times the rest of the tick.
 //!
 //! One file per concern: [`fields`] names the field-value batch ids,
-//! `fast` and `slow` read the two tiers, `gpm` the GPM samples and metrics,
-//! `processes` the processes and MIG instances, `xid` the Xid event set, and [`tally`] classifies every
-//! call's result.
+//! `batch` asks a batch of them, `fast` and `slow` read the two tiers, `gpm`
+//! the GPM samples and metrics, `processes` the processes and MIG instances,
+//! `xid` the Xid event set, and [`tally`] classifies every call's result.
+//! Every call nvml-wrapper does not make for us goes through `raw`, the
+//! adapter's only `unsafe` code: the other modules forbid it.
 
+#[forbid(unsafe_code)]
+mod batch;
+#[forbid(unsafe_code)]
 mod fabric;
+#[forbid(unsafe_code)]
 mod fast;
+#[forbid(unsafe_code)]
 pub mod fields;
+#[forbid(unsafe_code)]
 mod gpm;
-mod gpm_ffi;
+#[forbid(unsafe_code)]
 mod links;
+#[forbid(unsafe_code)]
 mod mig_profile;
-mod process_ffi;
+#[forbid(unsafe_code)]
 mod processes;
-mod scoped_fields;
+mod raw;
+#[forbid(unsafe_code)]
 mod slow;
+#[forbid(unsafe_code)]
 pub mod tally;
+#[forbid(unsafe_code)]
 mod xid;
 
 use std::ffi::OsStr;
@@ -102,7 +114,7 @@ pub struct GpuDevice<'d> {
     /// fast ticks since: they are read once every `clocks_every` ticks.
     clocks: Option<fast::ClockReadings>,
     /// Process-list buffer sizes, kept between process ticks.
-    capacities: process_ffi::Capacities,
+    capacities: raw::Capacities,
 }
 
 impl Driver {
@@ -141,7 +153,7 @@ impl Driver {
                 identity: None,
                 fans: None,
                 clocks: None,
-                capacities: process_ffi::Capacities::default(),
+                capacities: raw::Capacities::default(),
             }),
             Err(error) => {
                 tally.count("nvmlDeviceGetHandleByIndex_v2", &error);

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::Device;
 
 use super::{GpuDevice, Tally};
 use crate::gpu::snapshot::{FieldGroup, GpuProcess, MigInstance, ProcessKind};
@@ -17,7 +16,7 @@ impl GpuDevice<'_> {
         let d = &self.device;
         let group = FieldGroup::Processes;
         let compute = tally.call(group, "nvmlDeviceGetComputeRunningProcesses_v3", || {
-            super::process_ffi::compute_processes(d, &self.capacities)
+            super::raw::compute_processes(d, &self.capacities)
         });
         let graphics = tally.call(group, "nvmlDeviceGetGraphicsRunningProcesses_v3", || {
             d.running_graphics_processes()
@@ -88,7 +87,7 @@ impl GpuDevice<'_> {
                 continue;
             };
             let id = tally.call(group, "nvmlDeviceGetGpuInstanceId", || {
-                gpu_instance_id(&mig)
+                super::raw::gpu_instance_id(&mig)
             });
             let uuid = tally
                 .call(group, "nvmlDeviceGetUUID", || mig.uuid())
@@ -118,7 +117,7 @@ impl GpuDevice<'_> {
         let samples = tally.call(
             FieldGroup::Processes,
             "nvmlDeviceGetProcessUtilization",
-            || match super::process_ffi::process_utilization(d, last_seen, &self.capacities) {
+            || match super::raw::process_utilization(d, last_seen, &self.capacities) {
                 // NOT_FOUND: no sample newer than last_seen (all idle).
                 Err(NvmlError::NotFound) => Ok(Vec::new()),
                 other => other,
@@ -152,18 +151,3 @@ impl GpuDevice<'_> {
 
 /// Per-pid (SM, memory) utilization ratios of one interval.
 pub type ProcessUtilization = BTreeMap<u32, (f64, f64)>;
-
-/// `nvmlDeviceGetGpuInstanceId`, which nvml-wrapper does not wrap.
-fn gpu_instance_id(mig: &Device<'_>) -> Result<u32, NvmlError> {
-    let sym = mig
-        .nvml()
-        .lib()
-        .nvmlDeviceGetGpuInstanceId
-        .as_ref()
-        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
-    let mut id: std::ffi::c_uint = 0;
-    // SAFETY: the handle comes from nvml-wrapper and stays valid while `mig`
-    // lives; `id` is a valid out pointer.
-    let code = unsafe { sym(mig.handle(), &mut id) };
-    nvml_wrapper::error::nvml_try(code).map(|()| id)
-}

@@ -6,8 +6,8 @@ use nvml_wrapper::enum_wrappers::device::{
     Clock, ComputeMode, EccCounter, MemoryError, TemperatureThreshold,
 };
 
+use super::batch::{Field, FieldValues};
 use super::fields::{id, MHZ};
-use super::scoped_fields::ScopedValues;
 use super::{GpuDevice, Tally};
 
 /// The ECC, page-retirement and row-remapping fields, read in the slow
@@ -191,16 +191,16 @@ impl GpuDevice<'_> {
             }
         }
         s.fabric = self.read_fabric(tally);
-        s.pcie_replay_errors = values.get(id::PCIE_REPLAY, 0).map(|v| v as u64);
+        s.pcie_replay_errors = values.get(Field::device(id::PCIE_REPLAY)).map(|v| v as u64);
         if ecc {
             self.read_ecc(&values, tally, &mut s);
         }
         s
     }
 
-    fn read_ecc(&self, v: &ScopedValues, tally: &mut Tally, s: &mut SlowReadings) {
-        let count = |field: u32| v.get(field, 0).map(|x| x as u64);
-        let flag = |field: u32| v.get(field, 0).map(|x| x != 0.0);
+    fn read_ecc(&self, v: &FieldValues, tally: &mut Tally, s: &mut SlowReadings) {
+        let count = |field: u32| v.get(Field::device(field)).map(|x| x as u64);
+        let flag = |field: u32| v.get(Field::device(field)).map(|x| x != 0.0);
         s.ecc = EccCounters {
             corrected_volatile: count(id::ECC_SBE_VOL),
             uncorrected_volatile: count(id::ECC_DBE_VOL),

@@ -2,18 +2,20 @@
 //! then the list — made once here, into a buffer sized from the last answer
 //! (issue 23: 2 of the 6 process-tier calls per GPU). A buffer too small
 //! (NVML_ERROR_INSUFFICIENT_SIZE, which also tells the size needed) is grown
-//! and the call made again. The only `unsafe` code of the process reads.
+//! and the call made again.
 
 use std::cell::Cell;
 use std::ffi::c_uint;
 
-use nvml_wrapper::error::{nvml_sym, nvml_try, NvmlError};
+use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSample};
 use nvml_wrapper::Device;
 use nvml_wrapper_sys::bindings::{
     nvmlProcessInfo_t, nvmlProcessUtilizationSample_t,
     nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE, nvmlReturn_t,
 };
+
+use super::symbol;
 
 /// Entries asked for the first time, and the headroom added when NVML
 /// says more are needed (as nvml-wrapper adds for processes launched
@@ -23,7 +25,7 @@ const HEADROOM: c_uint = 5;
 
 /// Buffer sizes kept per GPU between process ticks.
 #[derive(Debug)]
-pub(super) struct Capacities {
+pub(in crate::gpu::nvml) struct Capacities {
     compute: Cell<c_uint>,
     utilization: Cell<c_uint>,
 }
@@ -62,17 +64,11 @@ fn sized<T: Clone>(
 }
 
 /// nvmlDeviceGetComputeRunningProcesses_v3, once when the buffer is big enough.
-pub(super) fn compute_processes(
+pub(in crate::gpu::nvml) fn compute_processes(
     device: &Device<'_>,
     capacities: &Capacities,
 ) -> Result<Vec<ProcessInfo>, NvmlError> {
-    let sym = nvml_sym(
-        device
-            .nvml()
-            .lib()
-            .nvmlDeviceGetComputeRunningProcesses_v3
-            .as_ref(),
-    )?;
+    let sym = symbol(&device.nvml().lib().nvmlDeviceGetComputeRunningProcesses_v3)?;
     // SAFETY: nvmlProcessInfo_t is plain C data (integers), for which all
     // zero bytes is a valid value.
     let zero: nvmlProcessInfo_t = unsafe { std::mem::zeroed() };
@@ -86,12 +82,12 @@ pub(super) fn compute_processes(
 
 /// nvmlDeviceGetProcessUtilization for samples newer than `last_seen` (µs),
 /// once when the buffer is big enough.
-pub(super) fn process_utilization(
+pub(in crate::gpu::nvml) fn process_utilization(
     device: &Device<'_>,
     last_seen: u64,
     capacities: &Capacities,
 ) -> Result<Vec<ProcessUtilizationSample>, NvmlError> {
-    let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetProcessUtilization.as_ref())?;
+    let sym = symbol(&device.nvml().lib().nvmlDeviceGetProcessUtilization)?;
     // SAFETY: as above: plain C integers.
     let zero: nvmlProcessUtilizationSample_t = unsafe { std::mem::zeroed() };
     let samples = sized(&capacities.utilization, zero, |count, buffer| {
@@ -102,4 +98,67 @@ pub(super) fn process_utilization(
         .into_iter()
         .map(ProcessUtilizationSample::from)
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::{offset_of, size_of};
+
+    use super::*;
+
+    /// nvml.h: `nvmlProcessInfo_t` (v2, what the `_v3` call fills) is pid
+    /// (uint, padded to 8), usedGpuMemory (unsigned long long),
+    /// gpuInstanceId, computeInstanceId (uint): 24 bytes.
+    #[test]
+    fn the_process_info_struct_has_nvml_h_layout() {
+        assert_eq!(size_of::<nvmlProcessInfo_t>(), 24);
+        let offsets = [
+            offset_of!(nvmlProcessInfo_t, pid),
+            offset_of!(nvmlProcessInfo_t, usedGpuMemory),
+            offset_of!(nvmlProcessInfo_t, gpuInstanceId),
+            offset_of!(nvmlProcessInfo_t, computeInstanceId),
+        ];
+        assert_eq!(offsets, [0, 8, 16, 20]);
+    }
+
+    /// nvml.h: `nvmlProcessUtilizationSample_t` is pid (uint, padded to 8),
+    /// timeStamp (unsigned long long), then four uint utilizations: 32 bytes.
+    #[test]
+    fn the_utilization_sample_struct_has_nvml_h_layout() {
+        assert_eq!(size_of::<nvmlProcessUtilizationSample_t>(), 32);
+        let offsets = [
+            offset_of!(nvmlProcessUtilizationSample_t, pid),
+            offset_of!(nvmlProcessUtilizationSample_t, timeStamp),
+            offset_of!(nvmlProcessUtilizationSample_t, smUtil),
+            offset_of!(nvmlProcessUtilizationSample_t, memUtil),
+            offset_of!(nvmlProcessUtilizationSample_t, encUtil),
+            offset_of!(nvmlProcessUtilizationSample_t, decUtil),
+        ];
+        assert_eq!(offsets, [0, 8, 16, 20, 24, 28]);
+    }
+
+    /// A buffer NVML calls too small is grown to what it says plus the
+    /// headroom, once; the size that worked is kept.
+    #[test]
+    fn a_short_buffer_is_grown_once_and_kept() {
+        let capacity = Cell::new(2);
+        let mut calls = 0;
+        let got = sized(&capacity, 0u32, |count, buffer| {
+            calls += 1;
+            if *count < 4 {
+                *count = 4;
+                return nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE;
+            }
+            for i in 0..4 {
+                // SAFETY: NVML's side of the contract: `buffer` holds
+                // `*count` (at least 4) entries.
+                unsafe { *buffer.add(i) = i as u32 + 10 };
+            }
+            *count = 4;
+            0
+        });
+        assert_eq!(got.ok(), Some(vec![10, 11, 12, 13]));
+        assert_eq!(calls, 2);
+        assert_eq!(capacity.get(), 4 + HEADROOM);
+    }
 }
