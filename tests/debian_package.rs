@@ -210,6 +210,9 @@ fn the_debian_package_installs_runs_and_purges_cleanly() {
         "/usr/share/gpuwatch/prometheus/gpuwatch-rules.yml",
         "/usr/share/gpuwatch/prometheus/prometheus.yml",
         "/usr/share/doc/gpuwatch/README.md",
+        "/usr/share/doc/gpuwatch/docs/metrics-reference.md",
+        "/usr/share/doc/gpuwatch/docs/configuration.md",
+        "/usr/share/doc/gpuwatch/docs/webview.png",
         "/usr/share/doc/gpuwatch/copyright",
     ] {
         assert!(
