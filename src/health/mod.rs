@@ -9,6 +9,7 @@
 //! GPUs on the PCI bus, so that neither can hold up the other. The sampler
 //! carries counts, SXid counts and recent occurrences in each snapshot.
 
+pub mod action_class;
 pub mod catalog;
 pub mod escalation;
 pub mod parse;
