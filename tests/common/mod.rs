@@ -15,6 +15,7 @@ pub mod alertmanager;
 pub mod kubelet;
 pub mod promql;
 pub mod slurm;
+pub mod webhook;
 
 /// The gpuwatch binary cargo built for these tests.
 pub fn binary() -> PathBuf {
