@@ -71,6 +71,9 @@
 //! `outbox` → `alerting` → `notify` (receivers carry an alerting route) →
 //! `config` → `remediation` → `http` → `app`.
 
+// Every public item says what it is for (issue 26): the build holds the line.
+#![deny(missing_docs)]
+
 pub mod alerting;
 pub mod app;
 pub mod capacity;
