@@ -77,6 +77,9 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+// Every public item says what it is for (issue 26): the build holds the line.
+#![deny(missing_docs)]
+
 pub mod alerting;
 pub mod app;
 pub mod capacity;

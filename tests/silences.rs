@@ -6,9 +6,6 @@
 
 mod common;
 
-use std::io::{BufReader, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{run_cli, Agent};
@@ -17,12 +14,7 @@ use serde_json::{json, Value};
 const LONG: Duration = Duration::from_secs(40);
 
 /// One notification a receiver got.
-#[derive(Debug, Clone)]
-struct Got {
-    path: String,
-    body: Value,
-    at: Instant,
-}
+type Got = common::webhook::Received;
 
 impl Got {
     fn alertnames(&self) -> Vec<String> {
@@ -44,37 +36,20 @@ impl Got {
 /// A webhook server that answers 200 to everything and records it.
 struct Hook {
     port: u16,
-    got: Arc<Mutex<Vec<Got>>>,
+    sink: common::webhook::Sink,
 }
 
 impl Hook {
     fn start() -> Hook {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("address").port();
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let log = got.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-                let Some(request) = common::read_request(&mut reader) else {
-                    continue;
-                };
-                log.lock().expect("lock").push(Got {
-                    path: request.path,
-                    body: serde_json::from_slice(&request.body).unwrap_or(Value::Null),
-                    at: Instant::now(),
-                });
-                let _ = stream.write_all(
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                );
-            }
-        });
-        Hook { port, got }
+        let sink = common::webhook::Sink::start();
+        Hook {
+            port: sink.port,
+            sink,
+        }
     }
 
     fn got(&self) -> Vec<Got> {
-        self.got.lock().expect("lock").clone()
+        self.sink.received()
     }
 
     fn count(&self, path: &str, alertname: &str, status: &str) -> usize {

@@ -10,11 +10,8 @@
 
 mod common;
 
-use std::io::{BufReader, Write};
-use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
 use std::process::{Child, Command};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::alertmanager::Alertmanager;
@@ -26,39 +23,25 @@ const LONG: Duration = Duration::from_secs(60);
 
 /// A webhook that answers 200 and keeps every body.
 struct Hook {
-    seen: Arc<Mutex<Vec<serde_json::Value>>>,
+    sink: common::webhook::Sink,
     port: u16,
 }
 
 impl Hook {
     fn start() -> Hook {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("address").port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-                let Some(request) = common::read_request(&mut reader) else {
-                    continue;
-                };
-                if let Ok(body) = serde_json::from_slice(&request.body) {
-                    log.lock().expect("lock").push(body);
-                }
-                let _ = stream.write_all(
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                );
-            }
-        });
-        Hook { seen, port }
+        let sink = common::webhook::Sink::start();
+        Hook {
+            port: sink.port,
+            sink,
+        }
     }
 
     /// Every alert of every message received, with its message's status.
     fn alerts(&self) -> Vec<serde_json::Value> {
-        let seen = self.seen.lock().expect("lock").clone();
-        seen.iter()
-            .flat_map(|m| m["alerts"].as_array().cloned().unwrap_or_default())
+        self.sink
+            .received()
+            .iter()
+            .flat_map(|m| m.body["alerts"].as_array().cloned().unwrap_or_default())
             .collect()
     }
 

@@ -265,18 +265,12 @@ impl ProcessStats {
     }
 }
 
-/// When the machine booted (seconds since the epoch), from /proc/stat:
-/// read once, since it does not change (and /proc/stat, with a line per CPU
-/// and interrupt, costs more to read than the rest of a scrape).
+/// When the machine booted (seconds since the epoch): the kernel log's
+/// clock ([`crate::health::known_boot_time`]), read once so that the start
+/// time Prometheus sees does not move from scrape to scrape.
 fn boot_time() -> Option<f64> {
     static BOOT: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
-    *BOOT.get_or_init(|| {
-        std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("btime "))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-        })
-    })
+    *BOOT.get_or_init(|| crate::health::known_boot_time().map(crate::gpu::unix_seconds_f64))
 }
 
 #[cfg(test)]

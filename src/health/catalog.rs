@@ -357,9 +357,6 @@ const CATALOG: &[XidInfo] = &[
     ),
 ];
 
-/// Where the catalog comes from, for docs/health.md and `gpuwatch events`.
-pub const SOURCE: &str = "NVIDIA Xid Catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html (its spreadsheet's descriptions as transcribed in leptonai/gpud catalog_generated.go, commit 73e270e3), and NVIDIA NVSentinel's xiderrorsmapping.csv (commit 6f8b0fcf), read 2026-12-01";
-
 /// How urgent an Xid is, from its catalog action. The built-in Xid rules
 /// follow these classes (one rule per class), so a catalog row added or
 /// changed changes the rules with it.

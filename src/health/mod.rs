@@ -9,6 +9,7 @@
 //! GPUs on the PCI bus, so that neither can hold up the other. The sampler
 //! carries counts, SXid counts and recent occurrences in each snapshot.
 
+pub mod action_class;
 pub mod catalog;
 pub mod escalation;
 pub mod parse;
@@ -171,16 +172,22 @@ pub fn read_boot_id(path: &std::path::Path) -> Option<String> {
 /// UUID and a newline).
 pub const BOOT_ID_MAX_BYTES: u64 = 128;
 
-/// When the machine booted: kernel-log times count from there.
+/// When the machine booted: kernel-log times count from there. Now when
+/// `/proc/uptime` cannot be read.
 pub fn boot_time() -> SystemTime {
+    known_boot_time().unwrap_or_else(SystemTime::now)
+}
+
+/// When the machine booted, from `/proc/uptime` (sub-second, unlike
+/// `/proc/stat`'s `btime`); `None` where it cannot be read. The one boot
+/// clock of the agent: the kernel log, history and the agent's own start
+/// time all count from it.
+pub fn known_boot_time() -> Option<SystemTime> {
     let uptime = std::fs::read_to_string("/proc/uptime")
         .ok()
         .and_then(|text| text.split_whitespace().next()?.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .unwrap_or(0.0);
-    SystemTime::now()
-        .checked_sub(Duration::from_secs_f64(uptime))
-        .unwrap_or(SystemTime::UNIX_EPOCH)
+        .filter(|s| s.is_finite() && *s >= 0.0)?;
+    SystemTime::now().checked_sub(Duration::from_secs_f64(uptime))
 }
 
 /// Sleeps `period` in short steps; true when asked to stop.

@@ -117,11 +117,6 @@ impl Follower {
         })
     }
 
-    /// The log's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Reads what is new into `out` and says what had to be left out. An
     /// error means the log has to be opened again.
     pub fn poll(&mut self, out: &mut Vec<ReadLine>) -> io::Result<Dropped> {

@@ -84,7 +84,7 @@ fn a_fifo_in_place_of_the_file_is_refused_not_waited_on() {
     let reopen = within(move || Follower::open(&path).err());
     let error = reopen.expect("a FIFO is not opened as the log");
     assert!(error.to_string().contains("FIFO"), "{error}");
-    assert_eq!(follower.path(), dir.path().join("kmsg"));
+    assert_eq!(follower.path, dir.path().join("kmsg"));
 }
 
 #[test]

@@ -28,6 +28,7 @@ use serde::Serialize;
 use crate::gpu::fabric::{FabricHealth, FabricReading, FabricState};
 use crate::gpu::links::UNKNOWN_RECOVERY_ACTION;
 use crate::gpu::{GpuSnapshot, GpuStatus, Snapshot};
+use crate::health::action_class::ActionClass;
 use crate::health::escalation::{for_gpu, Escalated};
 
 /// How long an Xid keeps counting against a GPU (the built-in Xid rules
@@ -72,6 +73,9 @@ pub struct Reason {
     pub text: String,
     /// What to do.
     pub action: String,
+    /// What it asks for, in one word: the class remediation and the
+    /// node-problem-detector plugin act on.
+    pub class: ActionClass,
 }
 
 /// A GPU's verdict.
@@ -99,30 +103,37 @@ const FABRIC_ACTION: &str =
     "check that nvidia-fabricmanager runs and its log; then reset the GPU or reboot the node";
 
 /// The reasons a GPU's NVLink fabric reading gives.
-fn fabric_reasons(f: &FabricReading) -> Vec<(State, String)> {
+fn fabric_reasons(f: &FabricReading) -> Vec<(State, String, ActionClass)> {
     let mut reasons = Vec::new();
     if let Some(problem) = f.problem() {
-        let state = if f.state == FabricState::Completed {
-            State::Unhealthy
+        let (state, class) = if f.state == FabricState::Completed {
+            (State::Unhealthy, ActionClass::FabricNotRegistered)
         } else {
-            State::Degraded
+            (State::Degraded, ActionClass::FabricDegraded)
         };
-        reasons.push((state, format!("{problem}: multi-GPU jobs cannot use it")));
+        reasons.push((
+            state,
+            format!("{problem}: multi-GPU jobs cannot use it"),
+            class,
+        ));
     }
     match f.health {
         Some(FabricHealth::Unhealthy) => reasons.push((
             State::Unhealthy,
             "the NVLink fabric reports it unhealthy".into(),
+            ActionClass::FabricUnhealthy,
         )),
         Some(FabricHealth::LimitedCapacity) => reasons.push((
             State::Degraded,
             "the NVLink fabric runs at limited capacity".into(),
+            ActionClass::FabricDegraded,
         )),
         _ => {
             if f.issues.contains(&("degraded_bandwidth", true)) {
                 reasons.push((
                     State::Degraded,
                     "NVLink fabric bandwidth is degraded".into(),
+                    ActionClass::FabricDegraded,
                 ));
             }
         }
@@ -167,6 +178,7 @@ fn with_escalations(mut verdict: Verdict, escalated: &[u64]) -> Verdict {
             source: "xid",
             text: format!("Xid {code}{name} keeps coming back after GPU resets or node reboots"),
             action: INSPECT_HARDWARE_ACTION.to_string(),
+            class: ActionClass::InspectHardware,
         });
     }
     verdict.reasons.sort_by_key(|r| std::cmp::Reverse(r.state));
@@ -178,12 +190,13 @@ fn with_escalations(mut verdict: Verdict, escalated: &[u64]) -> Verdict {
 /// [`XID_WINDOW`] before it).
 fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
     let mut reasons = Vec::new();
-    let mut add = |state, source, text: String, action: &str| {
+    let mut add = |state, source, text: String, action: &str, class| {
         reasons.push(Reason {
             state,
             source,
             text,
             action: action.to_string(),
+            class,
         })
     };
     if let GpuStatus::Lost { reason } = &gpu.status {
@@ -192,6 +205,7 @@ fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
             "nvml",
             format!("the GPU stopped answering NVML ({reason})"),
             "reset the GPU or reboot the node",
+            ActionClass::GpuMissing,
         );
     }
     let h = &gpu.health;
@@ -205,7 +219,13 @@ fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
         } else {
             format!("the driver asks for a recovery action: {action}")
         };
-        add(State::Unhealthy, "recovery_action", text, action);
+        add(
+            State::Unhealthy,
+            "recovery_action",
+            text,
+            action,
+            ActionClass::of_recovery_action(action),
+        );
     }
     if h.remapped_rows_failure == Some(true) {
         add(
@@ -213,6 +233,7 @@ fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
             "ecc",
             "a row remap failed".into(),
             "replace the GPU (RMA)",
+            ActionClass::InspectHardware,
         );
     }
     let down: Vec<String> = h
@@ -228,11 +249,12 @@ fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
             "nvlink",
             format!("NVLink link(s) {} down", down.join(", ")),
             "WORKFLOW_NVLINK: reset the GPU, then check the links and switches",
+            ActionClass::WorkflowNvlink,
         );
     }
     if let Some(fabric) = &h.fabric {
-        for (state, text) in fabric_reasons(fabric) {
-            add(state, "fabric", text, FABRIC_ACTION);
+        for (state, text, class) in fabric_reasons(fabric) {
+            add(state, "fabric", text, FABRIC_ACTION, class);
         }
     }
     if h.remapped_rows_pending == Some(true) {
@@ -241,6 +263,7 @@ fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
             "ecc",
             "a row remap waits for a GPU reset".into(),
             "reset the GPU when it is idle",
+            ActionClass::ResetGpu,
         );
     }
     if h.retired_pages_pending == Some(true) {
@@ -249,6 +272,7 @@ fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
             "ecc",
             "a page retirement waits for a reboot".into(),
             "reboot the node when it is idle",
+            ActionClass::RebootSystem,
         );
     }
     for xid in gpu.xid_errors.iter() {
@@ -266,7 +290,8 @@ fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
                     | crate::health::catalog::Action::RestartBm
             )
         });
-        let state = if catalog_severe || reset_class(xid.code) {
+        let unhealthy = catalog_severe || reset_class(xid.code);
+        let state = if unhealthy {
             State::Unhealthy
         } else {
             State::Degraded
@@ -280,7 +305,8 @@ fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
         };
         // A code beyond the catalog gets no advice rather than a guess.
         let action = info.map_or(NO_ADVICE, |info| info.action.as_str());
-        add(state, "xid", text, action);
+        let class = ActionClass::of_xid(info.map(|info| info.action), unhealthy);
+        add(state, "xid", text, action, class);
     }
     if let Some(other) = gpu.xid_other {
         let recent = now
@@ -296,6 +322,7 @@ fn verdict(gpu: &GpuSnapshot, now: SystemTime) -> Verdict {
                     crate::sampler::xid::MAX_UNKNOWN_XID_CODES
                 ),
                 NO_ADVICE,
+                ActionClass::Other,
             );
         }
     }

@@ -41,6 +41,7 @@ fn each_signal_maps_to_its_state() {
     let v = verdict(&gpu(SlowReadings::default(), vec![xid(13, now)]), now);
     assert_eq!(v.state, State::Degraded);
     assert_eq!(v.reasons[0].action, "RESTART_APP");
+    assert_eq!(v.reasons[0].class, ActionClass::RestartApp);
     let v = verdict(&gpu(SlowReadings::default(), vec![xid(79, now)]), now);
     assert_eq!(v.state, State::Unhealthy);
     let old = now - XID_WINDOW - Duration::from_secs(1);
@@ -72,12 +73,66 @@ fn each_signal_maps_to_its_state() {
         ]
     );
     assert_eq!(v.reasons[0].action, "gpu_reset");
+    let classes: Vec<_> = v.reasons.iter().map(|r| r.class).collect();
+    assert_eq!(
+        classes,
+        [
+            ActionClass::ResetGpu,
+            ActionClass::WorkflowNvlink,
+            ActionClass::ResetGpu
+        ]
+    );
 
     let mut lost = gpu(SlowReadings::default(), vec![]);
     lost.status = GpuStatus::Lost {
         reason: "gpu_lost".into(),
     };
     assert_eq!(verdict(&lost, now).state, State::Unhealthy);
+    assert_eq!(
+        verdict(&lost, now).reasons[0].class,
+        ActionClass::GpuMissing
+    );
+
+    let failed_remap = SlowReadings {
+        remapped_rows_failure: Some(true),
+        retired_pages_pending: Some(true),
+        ..SlowReadings::default()
+    };
+    let classes: Vec<_> = verdict(&gpu(failed_remap, vec![]), now)
+        .reasons
+        .iter()
+        .map(|r| (r.state, r.class))
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            (State::Unhealthy, ActionClass::InspectHardware),
+            (State::Degraded, ActionClass::RebootSystem)
+        ]
+    );
+}
+
+#[test]
+fn an_xid_is_classed_by_its_catalog_action() {
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+    // Xid 48 (double-bit ECC) names NVIDIA's workflow, which starts with a
+    // reset; a code whose row says RESTART_BM asks for a reboot.
+    let v = verdict(&gpu(SlowReadings::default(), vec![xid(48, now)]), now);
+    assert_eq!(v.reasons[0].action, "WORKFLOW_XID_48");
+    assert_eq!(
+        (v.state, v.reasons[0].class),
+        (State::Unhealthy, ActionClass::ResetGpu)
+    );
+    let reboot = (1..=200)
+        .find(|code| {
+            crate::health::catalog::lookup(*code)
+                .is_some_and(|i| i.action == crate::health::catalog::Action::RestartBm)
+        })
+        .expect("the catalog has a RESTART_BM row");
+    let v = verdict(&gpu(SlowReadings::default(), vec![xid(reboot, now)]), now);
+    assert_eq!(v.reasons[0].class, ActionClass::RebootSystem);
+    let unknown = verdict(&gpu(SlowReadings::default(), vec![xid(100_000, now)]), now);
+    assert_eq!(unknown.reasons[0].class, ActionClass::Other);
 }
 
 #[test]
@@ -89,6 +144,7 @@ fn an_escalated_xid_makes_the_gpu_unhealthy_and_asks_for_inspection() {
     assert_eq!(v.reasons[0].source, "xid");
     assert!(v.reasons[0].text.contains("Xid 79"), "{:?}", v.reasons);
     assert!(v.reasons[0].action.starts_with("INSPECT_HARDWARE"));
+    assert_eq!(v.reasons[0].class, ActionClass::InspectHardware);
     let plain = verdict(&gpu(SlowReadings::default(), vec![]), now);
     assert_eq!(
         with_escalations(plain.clone(), &[]),
@@ -122,6 +178,7 @@ fn fabric_registration_and_health_map_to_their_states() {
     assert_eq!(waiting.state, State::Degraded);
     assert_eq!(waiting.reasons[0].source, "fabric");
     assert!(waiting.reasons[0].text.contains("in progress"));
+    assert_eq!(waiting.reasons[0].class, ActionClass::FabricDegraded);
     let failed = v(with(
         FabricState::Completed,
         "insufficient_resources",
@@ -130,18 +187,21 @@ fn fabric_registration_and_health_map_to_their_states() {
     assert_eq!(failed.state, State::Unhealthy);
     assert!(failed.reasons[0].text.contains("insufficient_resources"));
     assert!(failed.reasons[0].action.contains("fabricmanager"));
+    assert_eq!(failed.reasons[0].class, ActionClass::FabricNotRegistered);
     let limited = v(with(
         FabricState::Completed,
         "success",
         Some(FabricHealth::LimitedCapacity),
     ));
     assert_eq!(limited.state, State::Degraded);
+    assert_eq!(limited.reasons[0].class, ActionClass::FabricDegraded);
     let sick = v(with(
         FabricState::Completed,
         "success",
         Some(FabricHealth::Unhealthy),
     ));
     assert_eq!(sick.state, State::Unhealthy);
+    assert_eq!(sick.reasons[0].class, ActionClass::FabricUnhealthy);
 }
 
 #[test]

@@ -5,8 +5,9 @@
 //! kept when `[remediation]` lets that class and source act.
 
 use crate::gpu::Snapshot;
+use crate::health::action_class::ActionClass;
 use crate::health::escalation::Escalated;
-use crate::health::verdict::{judge, Reason, State};
+use crate::health::verdict::{judge, State};
 
 use crate::config::RemediationConfig;
 
@@ -17,48 +18,13 @@ pub struct Trigger {
     pub gpu: Option<u32>,
     /// Its UUID, or its PCI address when the driver does not list it.
     pub uuid: String,
-    /// The action class (one of [`crate::config::remediation::ACTIONS`]).
+    /// The action class the judge gave the reason (one of
+    /// [`crate::config::remediation::ACTIONS`]).
     pub action: &'static str,
     /// Where the reason comes from (`xid`, `recovery_action`, `pci`, ...).
     pub source: &'static str,
     /// What is wrong, as the verdict says it.
     pub text: String,
-}
-
-/// The action class of a verdict reason: NVIDIA's recommended action where
-/// there is one (RESET_GPU, REBOOT_SYSTEM for RESTART_BM and node_reboot,
-/// INSPECT_HARDWARE for escalations, a failed row remap and
-/// CONTACT_SUPPORT), the fabric's problem, GPU_MISSING for a lost GPU.
-pub fn class_of(reason: &Reason) -> &'static str {
-    let action = reason.action.as_str();
-    match reason.source {
-        "nvml" => "GPU_MISSING",
-        "recovery_action" => match action {
-            "gpu_reset" | "drain_and_reset" => "RESET_GPU",
-            "node_reboot" => "REBOOT_SYSTEM",
-            "drain_p2p" => "DRAIN_P2P",
-            _ => "OTHER",
-        },
-        "nvlink" => "WORKFLOW_NVLINK",
-        "fabric" => match reason.state {
-            State::Unhealthy if reason.text.contains("reports it unhealthy") => "FABRIC_UNHEALTHY",
-            State::Unhealthy => "FABRIC_NOT_REGISTERED",
-            _ => "FABRIC_DEGRADED",
-        },
-        "ecc" if reason.state == State::Unhealthy => "INSPECT_HARDWARE",
-        "ecc" if action.starts_with("reboot") => "REBOOT_SYSTEM",
-        "ecc" => "RESET_GPU",
-        _ if action.starts_with("INSPECT_HARDWARE") || action == "CONTACT_SUPPORT" => {
-            "INSPECT_HARDWARE"
-        }
-        _ if action == "RESET_GPU" => "RESET_GPU",
-        _ if action == "RESTART_BM" => "REBOOT_SYSTEM",
-        _ if action == "RESTART_APP" => "RESTART_APP",
-        // An unhealthy Xid of the reset class whose catalog row names a
-        // workflow (48, 119, ...): the verdict says reset it.
-        _ if reason.state == State::Unhealthy => "RESET_GPU",
-        _ => "OTHER",
-    }
 }
 
 /// The triggers on `snapshot` (as of its `taken_at`) that `config` lets act, worst first
@@ -77,7 +43,7 @@ pub fn triggers(
     for gpu in &snapshot.gpus {
         let v = judge(snapshot, gpu, escalated);
         for reason in &v.reasons {
-            let action = class_of(reason);
+            let action = reason.class.as_str();
             if acts(reason.state, action, reason.source) {
                 out.push(Trigger {
                     gpu: Some(gpu.index),
@@ -91,14 +57,14 @@ pub fn triggers(
     }
     let missing = snapshot.missing_from_driver();
     for address in missing {
-        if acts(State::Unhealthy, "GPU_MISSING", "pci") {
+        if acts(State::Unhealthy, ActionClass::GpuMissing.as_str(), "pci") {
             out.push(Trigger {
                 gpu: None,
                 text: format!(
                     "the GPU at {address} is on the PCI bus but the driver does not list it"
                 ),
                 uuid: address,
-                action: "GPU_MISSING",
+                action: ActionClass::GpuMissing.as_str(),
                 source: "pci",
             });
         }
@@ -114,71 +80,6 @@ mod tests {
     use super::*;
     use crate::gpu::links::LinkHealth;
     use crate::gpu::{testing, GpuSnapshot, SlowReadings, XidCount};
-
-    fn reason(state: State, source: &'static str, text: &str, action: &str) -> Reason {
-        Reason {
-            state,
-            source,
-            text: text.into(),
-            action: action.into(),
-        }
-    }
-
-    #[test]
-    fn reasons_are_classed_by_what_they_ask_for() {
-        let u = State::Unhealthy;
-        let cases = [
-            (reason(u, "recovery_action", "", "gpu_reset"), "RESET_GPU"),
-            (
-                reason(u, "recovery_action", "", "node_reboot"),
-                "REBOOT_SYSTEM",
-            ),
-            (reason(u, "recovery_action", "", "drain_p2p"), "DRAIN_P2P"),
-            (reason(u, "xid", "", "RESET_GPU"), "RESET_GPU"),
-            (reason(u, "xid", "", "RESTART_BM"), "REBOOT_SYSTEM"),
-            (reason(u, "xid", "", "WORKFLOW_XID_48"), "RESET_GPU"),
-            (
-                reason(
-                    u,
-                    "xid",
-                    "",
-                    crate::health::verdict::INSPECT_HARDWARE_ACTION,
-                ),
-                "INSPECT_HARDWARE",
-            ),
-            (
-                reason(State::Degraded, "xid", "", "RESTART_APP"),
-                "RESTART_APP",
-            ),
-            (
-                reason(u, "ecc", "a row remap failed", "replace the GPU (RMA)"),
-                "INSPECT_HARDWARE",
-            ),
-            (
-                reason(u, "nvml", "", "reset the GPU or reboot the node"),
-                "GPU_MISSING",
-            ),
-            (
-                reason(u, "fabric", "registration failed", ""),
-                "FABRIC_NOT_REGISTERED",
-            ),
-            (
-                reason(u, "fabric", "the NVLink fabric reports it unhealthy", ""),
-                "FABRIC_UNHEALTHY",
-            ),
-            (
-                reason(State::Degraded, "fabric", "in progress", ""),
-                "FABRIC_DEGRADED",
-            ),
-            (
-                reason(u, "nvlink", "", "WORKFLOW_NVLINK"),
-                "WORKFLOW_NVLINK",
-            ),
-        ];
-        for (r, class) in cases {
-            assert_eq!(class_of(&r), class, "{r:?}");
-        }
-    }
 
     const NOW: Duration = Duration::from_secs(1_000_000);
 

@@ -16,6 +16,7 @@ pub mod golden;
 pub mod kubelet;
 pub mod promql;
 pub mod slurm;
+pub mod webhook;
 
 /// The gpuwatch binary cargo built for these tests.
 pub fn binary() -> PathBuf {

@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+use crate::health::action_class::ActionClass;
+
 /// How the command exits, as node-problem-detector's custom-plugin
 /// protocol reads it (`pkg/custompluginmonitor/types/types.go`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,46 +64,19 @@ struct Problem {
     text: String,
 }
 
-/// The action's name in one word, from a verdict reason's `source` and
-/// `action` (free text that begins with NVIDIA's name where there is one):
-/// NVIDIA's Xid catalog and recovery-action names are folded onto the four
-/// of [`ACTIONS`] where they ask for the same thing (RESTART_BM is a reboot,
-/// the NVLink and Xid 48 workflows start with a GPU reset); other catalog
-/// names (RESTART_APP, CONTACT_SUPPORT, ...) are kept.
-pub fn action_code(source: &str, action: &str) -> String {
-    let token: String = action
-        .chars()
-        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
-        .collect();
-    if source == "recovery_action" {
-        return match action {
-            "gpu_reset" | "drain_and_reset" => "RESET_GPU".into(),
-            "node_reboot" => "REBOOT_SYSTEM".into(),
-            other => sanitize(&other.to_ascii_uppercase()),
-        };
+/// The action's name in one word, from the class the health judge gave the
+/// reason: the classes are folded onto the four of [`ACTIONS`] where they
+/// ask for the same thing (every fabric class is a fabric reset, a lost GPU
+/// and the NVLink workflow start with a GPU reset); the others keep their
+/// class's name (DRAIN_P2P, RESTART_APP, OTHER).
+pub fn action_code(class: ActionClass) -> &'static str {
+    match class {
+        ActionClass::FabricNotRegistered
+        | ActionClass::FabricUnhealthy
+        | ActionClass::FabricDegraded => "RESET_FABRIC",
+        ActionClass::GpuMissing | ActionClass::WorkflowNvlink => "RESET_GPU",
+        other => other.as_str(),
     }
-    if token.len() >= 3 && token.starts_with(|c: char| c.is_ascii_uppercase()) {
-        return match token.as_str() {
-            "RESTART_BM" | "RESTART_VM" => "REBOOT_SYSTEM".into(),
-            t if t.starts_with("WORKFLOW_NVLINK") || t == "WORKFLOW_XID_48" => "RESET_GPU".into(),
-            t => t.to_string(),
-        };
-    }
-    let lower = action.to_ascii_lowercase();
-    if source == "fabric" {
-        "RESET_FABRIC"
-    } else if lower.contains("rma") || lower.contains("replace") {
-        "INSPECT_HARDWARE"
-    } else if lower.contains("reset") {
-        "RESET_GPU"
-    } else if lower.contains("reboot") {
-        "REBOOT_SYSTEM"
-    } else if lower.contains("application") {
-        "RESTART_APP"
-    } else {
-        "UNKNOWN"
-    }
-    .into()
 }
 
 /// `text` with everything but printable ASCII replaced by `?`: the message
@@ -161,8 +136,13 @@ fn gpu_problems(entry: &Value, filter: &Filter, out: &mut Vec<Problem>) -> Resul
             "healthy" => false,
             _ => return Err(bad("has a reason without a known state")),
         };
-        let source = reason["source"].as_str().unwrap_or_default();
-        let action = action_code(source, reason["action"].as_str().unwrap_or_default());
+        let class = reason["class"]
+            .as_str()
+            .and_then(ActionClass::parse)
+            .ok_or_else(|| {
+                bad("has a reason without a known action class (run the same gpuwatch version as the agent)")
+            })?;
+        let action = action_code(class).to_string();
         if !counts || !(filter.actions.is_empty() || filter.actions.contains(&action)) {
             continue;
         }

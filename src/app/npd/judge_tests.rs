@@ -2,8 +2,9 @@ use serde_json::json;
 
 use super::*;
 
-fn reason(state: &str, source: &str, text: &str, action: &str) -> Value {
-    json!({ "state": state, "source": source, "text": text, "action": action })
+/// A reason as `/api/v1/health` writes it, with the judge's action class.
+fn reason(state: &str, source: &str, text: &str, class: &str) -> Value {
+    json!({ "state": state, "source": source, "text": text, "action": "what to do", "class": class })
 }
 
 fn gpu(index: u64, state: &str, reasons: Vec<Value>) -> Value {
@@ -31,44 +32,34 @@ const ALL: Filter = Filter {
 };
 
 #[test]
-fn actions_are_named_in_one_word_from_the_verdicts_reasons() {
-    for (source, action, code) in [
-        ("xid", "RESET_GPU", "RESET_GPU"),
-        ("xid", "RESTART_BM", "REBOOT_SYSTEM"),
-        ("xid", "RESTART_APP", "RESTART_APP"),
-        ("xid", "WORKFLOW_XID_48", "RESET_GPU"),
-        ("xid", "WORKFLOW_NVLINK_ERR", "RESET_GPU"),
-        (
-            "nvlink",
-            "WORKFLOW_NVLINK: reset the GPU, then check the links",
-            "RESET_GPU",
-        ),
-        (
-            "xid",
-            "INSPECT_HARDWARE: drain the node, run the field diagnostics",
-            "INSPECT_HARDWARE",
-        ),
-        ("recovery_action", "gpu_reset", "RESET_GPU"),
-        ("recovery_action", "drain_and_reset", "RESET_GPU"),
-        ("recovery_action", "node_reboot", "REBOOT_SYSTEM"),
-        ("recovery_action", "drain_p2p", "DRAIN_P2P"),
-        ("ecc", "replace the GPU (RMA)", "INSPECT_HARDWARE"),
-        ("ecc", "reset the GPU when it is idle", "RESET_GPU"),
-        ("ecc", "reboot the node when it is idle", "REBOOT_SYSTEM"),
-        ("nvml", "reset the GPU or reboot the node", "RESET_GPU"),
-        (
-            "fabric",
-            "check that nvidia-fabricmanager runs and its log; then reset the GPU or reboot the node",
-            "RESET_FABRIC",
-        ),
-        (
-            "xid",
-            "restart the affected application; see the event's text",
-            "RESTART_APP",
-        ),
-        ("xid", "something new", "UNKNOWN"),
+fn actions_are_named_in_one_word_from_the_judges_class() {
+    use crate::health::action_class::ActionClass as C;
+    for (class, code) in [
+        (C::ResetGpu, "RESET_GPU"),
+        (C::RebootSystem, "REBOOT_SYSTEM"),
+        (C::InspectHardware, "INSPECT_HARDWARE"),
+        (C::FabricNotRegistered, "RESET_FABRIC"),
+        (C::FabricUnhealthy, "RESET_FABRIC"),
+        (C::FabricDegraded, "RESET_FABRIC"),
+        (C::GpuMissing, "RESET_GPU"),
+        (C::DrainP2p, "DRAIN_P2P"),
+        (C::WorkflowNvlink, "RESET_GPU"),
+        (C::RestartApp, "RESTART_APP"),
+        (C::Other, "OTHER"),
     ] {
-        assert_eq!(action_code(source, action), code, "{source}: {action}");
+        assert_eq!(action_code(class), code, "{class:?}");
+    }
+}
+
+#[test]
+fn a_reason_without_a_known_class_is_an_unknown_answer() {
+    for class in [json!(null), json!("reset the GPU"), json!(3)] {
+        let mut r = reason("unhealthy", "xid", "Xid 79", "RESET_GPU");
+        r["class"] = class;
+        let doc = document(vec![gpu(0, "unhealthy", vec![r])], &[]);
+        let answer = judge(&doc, &ALL, 80);
+        assert_eq!(answer.status, Status::Unknown, "{answer:?}");
+        assert!(answer.message.contains("action class"), "{answer:?}");
     }
 }
 
@@ -99,7 +90,7 @@ fn unhealthy_reasons_are_problems_worst_action_first_with_a_count_of_the_rest() 
                     "unhealthy",
                     "recovery_action",
                     "the driver asks for a recovery action: gpu_reset",
-                    "gpu_reset",
+                    "RESET_GPU",
                 )],
             ),
             gpu(
@@ -109,7 +100,7 @@ fn unhealthy_reasons_are_problems_worst_action_first_with_a_count_of_the_rest() 
                     "unhealthy",
                     "xid",
                     "Xid 79 (GPU has fallen off the bus) keeps coming back after GPU resets or node reboots",
-                    "INSPECT_HARDWARE: drain the node",
+                    "INSPECT_HARDWARE",
                 )],
             ),
             gpu(

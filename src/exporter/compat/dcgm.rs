@@ -18,6 +18,7 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
+use super::flag;
 use crate::exporter::families::{families, Family};
 use crate::gpu::{GpuSnapshot, Snapshot};
 
@@ -33,10 +34,6 @@ fn percent(ratio: Option<f64>) -> Option<f64> {
 
 fn count(value: Option<u64>) -> Option<f64> {
     value.map(|v| v as f64)
-}
-
-fn flag(value: Option<bool>) -> Option<f64> {
-    value.map(|b| if b { 1.0 } else { 0.0 })
 }
 
 /// A gauge in dcgm-exporter's CSV.

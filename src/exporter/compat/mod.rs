@@ -26,6 +26,11 @@ use std::sync::Arc;
 
 use crate::gpu::Snapshot;
 
+/// A yes/no reading as the peers write it (1 or 0), absent when unknown.
+fn flag(value: Option<bool>) -> Option<f64> {
+    value.map(crate::exporter::families::flag)
+}
+
 /// One compatibility family set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum MetricsCompat {

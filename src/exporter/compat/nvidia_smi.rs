@@ -10,13 +10,10 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
+use super::flag;
 use crate::exporter::families::{families, uuid_label, Family, Labels};
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{GpuSnapshot, Snapshot};
-
-fn flag(value: Option<bool>) -> Option<f64> {
-    value.map(|b| if b { 1.0 } else { 0.0 })
-}
 
 /// nvidia_gpu_exporter's numbers for the compute modes.
 fn compute_mode_number(mode: &str) -> Option<f64> {
