@@ -18,7 +18,7 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::{families, Family};
+use crate::families::{families, Family};
 use crate::gpu::{GpuSnapshot, Snapshot};
 
 use super::dcgm_labels::labels;

@@ -10,7 +10,7 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::{families, uuid_label, Family, Labels};
+use crate::families::{families, uuid_label, Family, Labels};
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{GpuSnapshot, Snapshot};
 

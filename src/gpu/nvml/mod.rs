@@ -17,6 +17,10 @@
 //! `fast` and `slow` read the two tiers, `gpm` the GPM samples and metrics,
 //! `processes` the processes and MIG instances, `xid` the Xid event set, and [`tally`] classifies every
 //! call's result.
+#![allow(
+    clippy::disallowed_types,
+    reason = "the NVML adapter runs on the sampler's blocking thread: std time is its clock"
+)]
 
 mod fabric;
 mod fast;
