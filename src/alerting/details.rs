@@ -58,12 +58,12 @@ pub struct Related {
     /// What a person reads.
     pub label: &'static str,
     /// The GPU's own limit shown next to it.
-    pub limit: Limit,
+    pub limit: GpuLimit,
 }
 
 /// Which of the GPU's own limits goes with a reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
+pub enum GpuLimit {
     /// None.
     None,
     /// The slowdown temperature.
@@ -91,27 +91,33 @@ pub fn related(condition: &Condition) -> Option<Related> {
     match condition {
         Condition::Compare { metric, .. } | Condition::Absent { metric } => match metric {
             Metric::Temperature | Metric::DegreesBelowSlowdown => {
-                r("temperature", "GPU temperature", Limit::Slowdown)
+                r("temperature", "GPU temperature", GpuLimit::Slowdown)
             }
-            Metric::DegreesBelowShutdown => r("temperature", "GPU temperature", Limit::Shutdown),
-            Metric::MemoryTemperature => r("memory_temperature", "Memory temperature", Limit::None),
+            Metric::DegreesBelowShutdown => r("temperature", "GPU temperature", GpuLimit::Shutdown),
+            Metric::MemoryTemperature => {
+                r("memory_temperature", "Memory temperature", GpuLimit::None)
+            }
             Metric::MemoryUsedRatio | Metric::MemoryUsedBytes | Metric::MemoryFreeBytes => {
-                r("memory_used", "Memory used", Limit::MemoryTotal)
+                r("memory_used", "Memory used", GpuLimit::MemoryTotal)
             }
-            Metric::Power | Metric::PowerLimitRatio => r("power", "Power draw", Limit::PowerLimit),
+            Metric::Power | Metric::PowerLimitRatio => {
+                r("power", "Power draw", GpuLimit::PowerLimit)
+            }
             Metric::UtilizationGpu | Metric::UtilizationAvg5m => {
-                r("utilization", "GPU utilization", Limit::None)
+                r("utilization", "GPU utilization", GpuLimit::None)
             }
-            Metric::UtilizationMemory => r("memory_utilization", "Memory utilization", Limit::None),
-            Metric::SmClock => r("sm_clock", "SM clock", Limit::None),
-            Metric::FanSpeed => r("fan", "Fan speed", Limit::None),
-            Metric::PerformanceState => r("pstate", "Performance state", Limit::None),
-            Metric::PcieLinkWidth => r("pcie_width", "PCIe link width", Limit::None),
-            Metric::SmActive => r("sm_active", "SM active (GPM)", Limit::None),
-            Metric::ProcessMemoryBytes => r("memory_used", "Memory used", Limit::MemoryTotal),
+            Metric::UtilizationMemory => {
+                r("memory_utilization", "Memory utilization", GpuLimit::None)
+            }
+            Metric::SmClock => r("sm_clock", "SM clock", GpuLimit::None),
+            Metric::FanSpeed => r("fan", "Fan speed", GpuLimit::None),
+            Metric::PerformanceState => r("pstate", "Performance state", GpuLimit::None),
+            Metric::PcieLinkWidth => r("pcie_width", "PCIe link width", GpuLimit::None),
+            Metric::SmActive => r("sm_active", "SM active (GPM)", GpuLimit::None),
+            Metric::ProcessMemoryBytes => r("memory_used", "Memory used", GpuLimit::MemoryTotal),
             // No history series to chart.
             Metric::NvlinkDown | Metric::RecoveryActionNeeded | Metric::FabricNotRegistered => None,
-            Metric::PcieDegraded => r("pcie_width", "PCIe link width", Limit::None),
+            Metric::PcieDegraded => r("pcie_width", "PCIe link width", GpuLimit::None),
         },
         Condition::ClockEvent { mask } => {
             let any = |names: &[&str]| {
@@ -120,15 +126,15 @@ pub fn related(condition: &Condition) -> Option<Related> {
                     .any(|r| mask & r.bit != 0 && names.contains(&r.name))
             };
             if any(&["sw_thermal_slowdown", "hw_thermal_slowdown"]) {
-                r("temperature", "GPU temperature", Limit::Slowdown)
+                r("temperature", "GPU temperature", GpuLimit::Slowdown)
             } else if any(&["sw_power_cap", "hw_power_brake_slowdown"]) {
-                r("power", "Power draw", Limit::PowerLimit)
+                r("power", "Power draw", GpuLimit::PowerLimit)
             } else {
-                r("sm_clock", "SM clock", Limit::None)
+                r("sm_clock", "SM clock", GpuLimit::None)
             }
         }
         Condition::TemperatureAnomaly { .. } | Condition::PeerHotter { .. } => {
-            r("temperature", "GPU temperature", Limit::Slowdown)
+            r("temperature", "GPU temperature", GpuLimit::Slowdown)
         }
         Condition::Any(list) => list.iter().find_map(related),
         Condition::All(list) => list.iter().rev().find_map(related),
@@ -176,19 +182,19 @@ fn unit(catalog_unit: &str) -> &str {
     }
 }
 
-fn limit(gpu: &GpuSnapshot, limit: Limit) -> Option<(&'static str, f64)> {
+fn limit(gpu: &GpuSnapshot, limit: GpuLimit) -> Option<(&'static str, f64)> {
     match limit {
-        Limit::None => None,
-        Limit::Slowdown => Some((
+        GpuLimit::None => None,
+        GpuLimit::Slowdown => Some((
             "slowdown threshold",
             gpu.identity.temperature_slowdown_celsius?,
         )),
-        Limit::Shutdown => Some((
+        GpuLimit::Shutdown => Some((
             "shutdown threshold",
             gpu.identity.temperature_shutdown_celsius?,
         )),
-        Limit::PowerLimit => Some(("power limit", gpu.health.power_limit_watts?)),
-        Limit::MemoryTotal => Some((
+        GpuLimit::PowerLimit => Some(("power limit", gpu.health.power_limit_watts?)),
+        GpuLimit::MemoryTotal => Some((
             "total",
             gpu.readings.memory?.total_bytes as f64 / (1024.0 * 1024.0),
         )),
@@ -310,13 +316,13 @@ mod tests {
     fn thermal_and_power_conditions_map_to_their_readings() {
         let thermal = Condition::parse("clock_event(hw_thermal_slowdown)").unwrap();
         assert_eq!(related(&thermal).unwrap().metric, "temperature");
-        assert_eq!(related(&thermal).unwrap().limit, Limit::Slowdown);
+        assert_eq!(related(&thermal).unwrap().limit, GpuLimit::Slowdown);
         let brake = Condition::parse("clock_event(hw_power_brake_slowdown)").unwrap();
         assert_eq!(related(&brake).unwrap().metric, "power");
         let memory = Condition::parse("memory_used_ratio > 0.95").unwrap();
         assert_eq!(related(&memory).unwrap().metric, "memory_used");
         let shutdown = Condition::parse("degrees_below_shutdown <= 3").unwrap();
-        assert_eq!(related(&shutdown).unwrap().limit, Limit::Shutdown);
+        assert_eq!(related(&shutdown).unwrap().limit, GpuLimit::Shutdown);
         assert!(related(&Condition::parse("xid(79)").unwrap()).is_none());
         assert!(related(&Condition::parse("gpu_lost").unwrap()).is_none());
         let any = Condition::parse("gpu_lost or temperature > 80").unwrap();
