@@ -21,11 +21,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use gpuwatch::alerting::matcher::Matcher;
 use gpuwatch::alerting::mute::Mutes;
 use gpuwatch::alerting::plan::{self, Groups, Notified};
 use gpuwatch::alerting::silence::Silence;
-use gpuwatch::alerting::{Destination, Route};
+use gpuwatch::routing::matcher::Matcher;
+use gpuwatch::routing::{Destination, Route};
 use gpuwatch::rules::{Alert, AlertKey, AlertState, EvalState, Severity, Target};
 
 const RULES: [&str; 8] = [

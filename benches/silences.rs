@@ -22,9 +22,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use common::{median, run_size, thread_cpu};
-use gpuwatch::alerting::matcher::Matcher;
 use gpuwatch::alerting::silence::{parse_new, Silence, MAX_MATCHERS};
 use gpuwatch::alerting::silence_set::{SilenceSet, MAX_LIVE, MAX_MEMORY};
+use gpuwatch::routing::matcher::Matcher;
 use gpuwatch::timespec::Timestamp;
 
 /// The system allocator, counting the bytes in use.

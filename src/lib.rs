@@ -35,6 +35,10 @@
 //!   `/api/v1/alerts`; silences, inhibition of a lost GPU's alerts, routes
 //!   per receiver, repeats and grouping decide which notifications it
 //!   writes to the outbox.
+//! - [`families`]: the metric-family encoder (a family from a list of
+//!   series) that every exporter of metrics uses.
+//! - [`routing`]: label matchers and each receiver's route, read by
+//!   [`alerting`] and [`notify`] alike.
 //! - [`outbox`]: the notification outbox, the contract between
 //!   [`alerting`], which writes an [`outbox::OutboxMessage`] with each alert
 //!   transition, and [`notify`], which reads them: the message type (the
@@ -64,12 +68,20 @@
 //!
 //! # Layers
 //! Imports go one way; `tests/layering.rs` fails on any circle between
-//! source files or between these modules. From the bottom: `gpu`,
-//! `limits`, `problem`, `timespec`, `files`, `escape` → `kubernetes`,
-//! `workload` → `sampler` → `capacity` → `exporter` (its families are the
-//! metric encoder everyone uses) → `history`, `panics` → `rules` →
-//! `outbox` → `alerting` → `notify` (receivers carry an alerting route) →
-//! `config` → `remediation` → `http` → `app`.
+//! source files or between these modules, and on any import against the
+//! data flow (its `FLOW` table, which sees through re-exports). From the
+//! bottom: the leaves `escape`, `timespec`, `limits`, `problem`, `files`
+//! and the model `gpu` → `families` (the metric-family encoder every
+//! exporter of metrics uses), `kubernetes`, `workload` → `panics`,
+//! `sampler` → `health`, `capacity` → `rules`, `exporter`, `history`,
+//! `sim`, `status` → `outbox`, `routing` → `alerting`, `notify` (siblings:
+//! alerting writes outbox rows; the notifiers read them, and the firing
+//! alerts through a source the agent wires) → `config` → `remediation` →
+//! `http` → `app`.
+
+// Tokio time in async code (see clippy.toml); blocking threads allow std
+// time where they use it, with the reason.
+#![warn(clippy::disallowed_types, clippy::disallowed_methods)]
 
 // Every `unsafe` operation sits in its own block with a `// SAFETY:`
 // comment saying why it holds (clippy checks the comments), also inside an
@@ -86,6 +98,7 @@ pub mod capacity;
 pub mod config;
 pub mod escape;
 pub mod exporter;
+pub mod families;
 pub(crate) mod files;
 pub mod gpu;
 pub mod health;
@@ -98,6 +111,7 @@ pub mod outbox;
 pub mod panics;
 pub mod problem;
 pub mod remediation;
+pub mod routing;
 pub mod rules;
 pub mod sampler;
 pub mod sim;

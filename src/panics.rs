@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::Family;
+use crate::families::Family;
 
 /// The subsystems whose panics are counted; each is exported from the
 /// start (at 0), so a rate over the counter works before the first panic.

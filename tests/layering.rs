@@ -1,4 +1,5 @@
-//! No import circles in the agent's library (issue 16 §2).
+//! No import circles in the agent's library (issue 16 §2), and imports
+//! between its top-level modules go with the data flow (issue 26).
 //!
 //! Reads `src/**/*.rs` (not `main.rs`, which is the binary crate) and builds
 //! the graph of which source file needs which, then fails naming every
@@ -16,6 +17,14 @@
 //!   edges with every file counted as its top-level module, so that a circle
 //!   through several files of two modules (config → rules → config) shows
 //!   too.
+//!
+//! - **Direction** (`FLOW`): each top-level module has a rank in the data
+//!   flow (sampler → snapshot → exporter / history / rules → outbox →
+//!   notify), and imports only modules of a lower rank. Here a path counts
+//!   twice: the file that defines the item *and* the module the path names,
+//!   so `crate::notify::now_ms` written in `outbox` is an `outbox → notify`
+//!   edge even though `notify` only re-exports `now_ms` from `gpu`; and a
+//!   `pub use` counts too (re-exporting is importing).
 //!
 //! The check is a small lexer, not a compiler: it strips comments and
 //! string literals and reads paths. The allow-lists below name the circles
@@ -59,6 +68,146 @@ fn top_level_modules_import_each_other_without_circles() {
     check("top-level modules", &modules, ALLOWED_MODULE_CIRCLES);
 }
 
+/// The data flow between top-level modules, as ranks: a module may import
+/// only modules of a lower rank, never one of its own rank (siblings) or
+/// above. Data flows sampler → snapshot (the `gpu` model) → exporter /
+/// history / rules → outbox → notify; the leaves (text helpers, limits, the
+/// model) import nothing above them; `config` builds every component's
+/// settings from the TOML, and `app` wires everything.
+const FLOW: &[(&str, u32, &str)] = &[
+    ("escape", 0, "leaf: escaping outside text"),
+    (
+        "timespec",
+        0,
+        "leaf: times, durations and counts from outside",
+    ),
+    ("limits", 0, "leaf: the bounds on configured values"),
+    ("problem", 0, "leaf: problem responses"),
+    ("files", 0, "leaf: reading files within bounds"),
+    (
+        "gpu",
+        0,
+        "model: the snapshot every component reads, and the NVML adapter",
+    ),
+    (
+        "families",
+        1,
+        "the metric-family encoder every exporter of metrics uses (reads the model's GPU ids)",
+    ),
+    ("kubernetes", 1, "who runs on each GPU, from the kubelet"),
+    ("workload", 1, "who used each GPU"),
+    ("panics", 2, "caught panics and their counter"),
+    ("sampler", 2, "produces the snapshots"),
+    (
+        "health",
+        3,
+        "the kernel-log reader and the health verdict, fed by the sampler",
+    ),
+    ("capacity", 3, "how many more fit, from a snapshot"),
+    ("rules", 4, "the rules engine's pure core, on snapshots"),
+    ("exporter", 4, "a consumer of snapshots: /metrics"),
+    ("history", 4, "a consumer of snapshots: the SQLite history"),
+    ("sim", 4, "finds the simulator and its scenarios"),
+    ("status", 4, "the status command's view of a snapshot"),
+    (
+        "outbox",
+        5,
+        "the contract between alerting and the notifiers",
+    ),
+    (
+        "routing",
+        5,
+        "which alerts a receiver gets: read by alerting and the notifiers",
+    ),
+    ("alerting", 6, "runs the rules; writes outbox rows"),
+    ("notify", 6, "reads outbox rows and injected sources; sends"),
+    (
+        "config",
+        7,
+        "builds every component's settings from the TOML",
+    ),
+    (
+        "remediation",
+        8,
+        "acts on health; records in history and the outbox",
+    ),
+    ("http", 9, "serves what the components publish"),
+    ("app", 10, "wires everything"),
+];
+
+/// Edges against the flow still to remove: `(from, to, why)`. A listed
+/// edge that no longer exists fails the test too, so the list shrinks.
+const AGAINST_THE_FLOW: &[(&str, &str, &str)] = &[];
+
+/// Imports between top-level modules go with the data flow ([`FLOW`]),
+/// counting the module a path names as well as the file that defines the
+/// item (a re-export does not hide an edge).
+#[test]
+fn top_level_modules_import_with_the_data_flow() {
+    let graph = Graph::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let report = against_the_flow(&graph, "src", FLOW, AGAINST_THE_FLOW);
+    assert!(report.is_empty(), "imports against the data flow:{report}");
+}
+
+/// Every import against `flow` not excused by `allowed`, one line
+/// each with the file and the path written; and every allowed edge that is
+/// gone. Empty when the tree goes with the flow.
+fn against_the_flow(
+    graph: &Graph,
+    root: &str,
+    flow: &[(&str, u32, &str)],
+    allowed: &[(&str, &str, &str)],
+) -> String {
+    let rank = |m: &str| flow.iter().find(|(name, _, _)| *name == m).map(|r| r.1);
+    let mut lines: BTreeSet<String> = BTreeSet::new();
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    for r in &graph.refs {
+        let from = name(&top(&r.from));
+        if from == "crate" {
+            continue;
+        }
+        let mut targets: Vec<String> = vec![name(&top(&r.named)), name(&top(&r.defined))];
+        targets.dedup();
+        for to in targets.into_iter().filter(|t| *t != from && t != "crate") {
+            let ok = match (rank(&from), rank(&to)) {
+                (Some(a), Some(b)) => b < a,
+                _ => {
+                    lines.insert(format!(
+                        "\n  {from} or {to} has no place in the flow table: add it"
+                    ));
+                    false
+                }
+            };
+            if ok {
+                continue;
+            }
+            seen.insert((from.clone(), to.clone()));
+            if allowed.iter().any(|a| a.0 == from && a.1 == to) {
+                continue;
+            }
+            let file = graph
+                .sources
+                .get(&r.from)
+                .map_or_else(|| name(&r.from), |p| format!("{root}/{}", p.display()));
+            lines.insert(format!(
+                "\n  {file}: `{}` makes {from} import {to} (via {}, defined in {}), against the flow",
+                r.written,
+                name(&r.named),
+                name(&r.defined),
+            ));
+        }
+    }
+    for a in allowed {
+        if !seen.contains(&(a.0.to_string(), a.1.to_string())) {
+            lines.insert(format!(
+                "\n  allowed edge {} -> {} no longer exists: take it off the list",
+                a.0, a.1
+            ));
+        }
+    }
+    lines.into_iter().collect()
+}
+
 /// The checker itself finds the circles it is meant to find.
 #[test]
 fn the_checker_sees_circles_through_uses_reexports_and_inline_paths() {
@@ -87,6 +236,53 @@ fn the_checker_sees_circles_through_uses_reexports_and_inline_paths() {
         vec![vec!["a::inner".to_string(), "b".to_string()]],
         "edges: {:?}",
         graph.edges
+    );
+}
+
+/// The direction check sees an edge against the flow that goes through a
+/// re-export (`producer` calls `sender::now_ms`, which `sender` only
+/// re-exports from `model`), names the file and the path, and passes the
+/// same call written to the model directly.
+#[test]
+fn the_direction_check_sees_an_edge_against_the_flow_through_a_reexport() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let write = |path: &str, text: &str| {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("a directory");
+        std::fs::write(path, text).expect("a file");
+    };
+    write(
+        "lib.rs",
+        "pub mod model;\npub mod producer;\npub mod sender;\n",
+    );
+    write("model.rs", "pub fn now_ms() -> i64 { 0 }\n");
+    write("sender/mod.rs", "pub use crate::model::now_ms;\n");
+    write(
+        "producer.rs",
+        "pub fn stamp() -> i64 {\n    crate::sender::now_ms()\n}\n",
+    );
+    let flow: &[(&str, u32, &str)] = &[
+        ("model", 0, "leaf"),
+        ("producer", 1, "writes"),
+        ("sender", 2, "reads"),
+    ];
+    let report = against_the_flow(&Graph::load(dir.path()), "src", flow, &[]);
+    assert_eq!(
+        report,
+        "\n  src/producer.rs: `crate::sender::now_ms` makes producer import sender \
+         (via sender, defined in model), against the flow",
+    );
+    // Allowed but gone: said so.
+    write(
+        "producer.rs",
+        "pub fn stamp() -> i64 {\n    crate::model::now_ms()\n}\n",
+    );
+    let graph = Graph::load(dir.path());
+    assert_eq!(against_the_flow(&graph, "src", flow, &[]), "");
+    let stale = against_the_flow(&graph, "src", flow, &[("producer", "sender", "old")]);
+    assert!(
+        stale.contains("producer -> sender no longer exists"),
+        "{stale}"
     );
 }
 
@@ -210,15 +406,31 @@ struct Use {
 struct Graph {
     /// Every module that is a file (`[]` is lib.rs).
     files: BTreeSet<ModPath>,
+    /// Each file module's path under the source directory.
+    sources: BTreeMap<ModPath, PathBuf>,
     /// The `use` declarations of each file.
     uses: BTreeMap<ModPath, Vec<Use>>,
     /// File → the files it needs (test-only files left out).
     edges: BTreeMap<ModPath, BTreeSet<ModPath>>,
+    /// Every path a file writes to something of the crate (test-only files
+    /// left out), for the direction check.
+    refs: Vec<Ref>,
+}
+
+/// One path written in a file: the file, the path as written, the file
+/// whose module the path names (a re-export's module), and the file that
+/// defines the item (after following re-exports).
+struct Ref {
+    from: ModPath,
+    written: String,
+    named: ModPath,
+    defined: ModPath,
 }
 
 impl Graph {
     fn load(src: &Path) -> Graph {
         let mut sources = BTreeMap::new();
+        let mut source_paths = BTreeMap::new();
         for path in rust_files(src) {
             let relative = path.strip_prefix(src).expect("under src");
             let mut parts: Vec<String> = relative
@@ -232,6 +444,7 @@ impl Graph {
                 parts.pop();
             }
             let text = std::fs::read_to_string(&path).expect("a readable source file");
+            source_paths.insert(parts.clone(), relative.to_path_buf());
             sources.insert(parts, tokens(&strip(&text)));
         }
         let files: BTreeSet<ModPath> = sources.keys().cloned().collect();
@@ -249,8 +462,10 @@ impl Graph {
         let is_test = |m: &ModPath| (1..=m.len()).any(|k| test_only.contains(&m[..k]));
         let mut graph = Graph {
             files,
+            sources: source_paths,
             uses: BTreeMap::new(),
             edges: BTreeMap::new(),
+            refs: Vec::new(),
         };
         let mut inline = BTreeMap::new();
         for (module, body) in &bodies {
@@ -275,6 +490,29 @@ impl Graph {
                 }
             }
             graph.edges.insert(module.clone(), needs);
+            // The direction check also counts re-exports (`pub use`): a
+            // module that re-exports another's item imports it.
+            let mut refs = Vec::new();
+            let every_use = graph.uses[module].iter().map(|u| u.path.clone());
+            for path in every_use.chain(inline[module].iter().cloned()) {
+                let Some(absolute) = graph.absolute(module, &path) else {
+                    continue;
+                };
+                let Some(defined) = graph.resolve(&absolute, 0) else {
+                    continue;
+                };
+                let named = graph.named(&absolute);
+                if is_test(&defined) || is_test(&named) {
+                    continue;
+                }
+                refs.push(Ref {
+                    from: module.clone(),
+                    written: path.join("::"),
+                    named,
+                    defined,
+                });
+            }
+            graph.refs.extend(refs);
         }
         graph
     }
@@ -308,6 +546,17 @@ impl Graph {
         }
         base.extend(rest.iter().cloned());
         Some(base)
+    }
+
+    /// The file whose module `path` (from the crate root) names, without
+    /// following its `use`s: `crate::notify::now_ms` names `notify` even
+    /// when `notify` only re-exports `now_ms`.
+    fn named(&self, path: &[String]) -> ModPath {
+        let k = (0..=path.len())
+            .rev()
+            .find(|&k| self.files.contains(&path[..k]))
+            .unwrap_or(0);
+        path[..k].to_vec()
     }
 
     /// The file that defines what `path` (from the crate root) names:

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::Family;
+use crate::families::Family;
 use crate::rules::AlertState;
 
 use super::AlertsReceiver;

@@ -8,13 +8,12 @@
 //! (routes, silences, inhibition, repeats); they are written as outbox rows
 //! in the same transaction, and [`crate::notify`] delivers them.
 
-pub mod matcher;
+mod details;
 mod message;
 mod metrics;
 pub mod mute;
 pub mod plan;
 pub mod queue;
-pub mod route;
 pub mod silence;
 pub mod silence_set;
 pub mod silence_store;
@@ -30,13 +29,12 @@ use tracing::{debug, info, warn};
 
 use crate::gpu::Snapshot;
 use crate::history::{Retention, Store};
-use crate::outbox::details;
+use crate::routing::{Destination, Route};
 use crate::rules::{evaluate, AlertState, EvalState, Rule, Transition};
 use crate::sampler::SnapshotReceiver;
 
 pub use metrics::AlertsCollector;
 pub use queue::{queue, AlertQueue};
-pub use route::{Destination, Route};
 pub use silence_store::Silences;
 pub use store::{load as saved_state, StateError};
 
@@ -169,7 +167,7 @@ pub async fn run(
     let mut groups = plan::Groups::new();
     let mut recheck = tokio::time::interval(RECHECK);
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_save = std::time::Instant::now();
+    let mut last_save = tokio::time::Instant::now();
     loop {
         let snapshot = tokio::select! {
             received = snapshots.recv() => match received {
@@ -222,14 +220,15 @@ pub async fn run(
             || !changes.is_empty()
             || (changed && last_save.elapsed() >= SAVE_EVERY)
         {
-            let details = gather(&p.store.pool, p.retention, &rules, &snapshot, &messages).await;
+            let details =
+                details::gather(&p.store.pool, p.retention, &rules, &snapshot, &messages).await;
             let rows = message::outgoing(&messages, &p.external_url, &details);
             match store::save(&p.store.pool, &state, &transitions, &rows, &changes).await {
                 Ok(()) => {
                     if !rows.is_empty() {
                         p.doorbell.ring();
                     }
-                    last_save = std::time::Instant::now();
+                    last_save = tokio::time::Instant::now();
                     plan::apply(&mut notified, &changes);
                 }
                 Err(e) => {
@@ -251,31 +250,6 @@ async fn load_notified(p: &Persist) -> plan::Notified {
         warn!(error = %e, "Cannot read which notifications were sent; firing alerts may be sent again.");
         plan::Notified::new()
     })
-}
-
-/// The details of each alert in `messages` (by fingerprint): the rule's
-/// condition and threshold, the GPU, and the reading's recent history, as of
-/// the notice (see [`details`]). Only alerts being notified get a history
-/// query.
-async fn gather(
-    pool: &sqlx::SqlitePool,
-    retention: Retention,
-    rules: &[Rule],
-    snapshot: &Snapshot,
-    messages: &[plan::Message],
-) -> std::collections::BTreeMap<String, details::Details> {
-    let mut all = std::collections::BTreeMap::new();
-    for notice in messages.iter().flat_map(|m| &m.notices) {
-        if all.contains_key(&notice.fingerprint) {
-            continue;
-        }
-        let t = &notice.transition;
-        let rule = rules.iter().find(|r| r.name == t.key.rule);
-        let mut d = details::describe(rule, snapshot, t);
-        details::add_history(pool, retention, t, &mut d).await;
-        all.insert(notice.fingerprint.clone(), d);
-    }
-    all
 }
 
 fn log(t: &Transition) {

@@ -86,7 +86,7 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
-    use crate::alerting::matcher::Matcher;
+    use crate::routing::matcher::Matcher;
 
     fn alert(state: AlertState, labels: &[(&str, &str)]) -> Alert {
         Alert {

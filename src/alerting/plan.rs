@@ -22,7 +22,7 @@ use std::time::SystemTime;
 use crate::rules::{AlertState, EvalState, Transition};
 
 use super::mute::Mutes;
-use super::route::Destination;
+use crate::routing::Destination;
 
 /// What a receiver was last sent about one alert.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use crate::timespec::{self, format_rfc3339_ms, parse_duration, Timestamp, SILENCE};
 
-use super::matcher::{all_match, MatchOp, Matcher};
+use crate::routing::matcher::{all_match, MatchOp, Matcher};
 
 /// The most matchers one silence has.
 pub const MAX_MATCHERS: usize = 16;
@@ -223,7 +223,7 @@ fn parse_matcher(field: &str, value: &Value) -> Result<Matcher, FieldError> {
 ///   "startsAt": RFC 3339 (default now), "endsAt": RFC 3339 | "duration": "2h",
 ///   "createdBy": "...", "comment": "..."}`.
 /// At most [`MAX_MATCHERS`] matchers (each within the
-/// [`super::matcher`] limits); times in 1970..9999; a silence lasts 1 s
+/// [`crate::routing::matcher`] limits); times in 1970..9999; a silence lasts 1 s
 /// to 1 year ([`SILENCE`]). Every error names the field.
 pub fn parse_new(body: &[u8], now: Timestamp) -> Result<NewSilence, FieldError> {
     let value: Value =

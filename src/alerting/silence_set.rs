@@ -168,7 +168,7 @@ impl SilenceSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerting::matcher::Matcher;
+    use crate::routing::matcher::Matcher;
 
     fn silence(id: i64, ends_ms: i64, matcher: &str) -> Silence {
         Silence {

@@ -12,9 +12,9 @@ use tracing::warn;
 
 use crate::timespec::Timestamp;
 
-use super::matcher::Matcher;
 use super::silence::{NewSilence, Silence, SilenceState, MAX_MATCHERS};
 use super::silence_set::{Full, SilenceSet, KEEP_EXPIRED_MS};
+use crate::routing::matcher::Matcher;
 
 /// The longest matchers column read back, in bytes: 16 matchers of the
 /// longest name and value, every byte of it escaped, fit. A longer one

@@ -7,7 +7,7 @@ use sqlx::SqlitePool;
 use crate::rules::{AlertState, EvalState, Transition};
 
 use super::plan::{Change, Notified, Sent};
-use super::route::Destination;
+use crate::routing::Destination;
 
 /// Why the alert state could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -180,9 +180,9 @@ mod tests {
     use std::time::UNIX_EPOCH;
 
     use super::*;
-    use crate::alerting::matcher::Matcher;
-    use crate::alerting::route::Route;
     use crate::history::{Durability, Store};
+    use crate::routing::matcher::Matcher;
+    use crate::routing::route::Route;
     use crate::rules::{Alert, AlertKey, Target};
 
     fn alert(rule: &str, state: AlertState) -> (AlertKey, Alert) {

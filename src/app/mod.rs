@@ -357,6 +357,10 @@ fn sample_with_workloads(
     let mut reader = one_off_reader(&driver, source.proc_root, config);
     let mut accounts = crate::workload::accounting::Accounts::default();
     accounts.step(&reader.tick(Tiers::ALL, None));
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a one-off command on the main thread, no executor"
+    )]
     std::thread::sleep(window);
     let mut snapshot = reader.tick(Tiers::ALL, None);
     accounts.step(&snapshot);

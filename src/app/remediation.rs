@@ -21,7 +21,7 @@ pub(super) struct Wiring {
     /// The history database, when history is on.
     pub(super) store: Option<Slot<Store>>,
     /// The receivers' routes and the outbox's doorbell, when alerting runs.
-    pub(super) outbox: Option<(Vec<crate::alerting::Destination>, crate::outbox::Doorbell)>,
+    pub(super) outbox: Option<(Vec<crate::routing::Destination>, crate::outbox::Doorbell)>,
     /// The alert state (for the Xid escalations the verdict follows).
     pub(super) alerts: Option<crate::alerting::AlertsReceiver>,
     /// The agent's URL in notifications.

@@ -11,11 +11,11 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
-use crate::alerting::matcher::Matcher;
 use crate::alerting::silence::MAX_MATCHERS;
 use crate::config::Config;
 use crate::files::{self, read_bounded_string};
 use crate::http::webconfig;
+use crate::routing::matcher::Matcher;
 use crate::timespec::{parse_duration, Timestamp, SILENCE};
 
 use super::history::time;

@@ -18,15 +18,16 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::alerting::{Destination, Persist, Silences};
+use crate::alerting::{Persist, Silences};
 use crate::config::Config;
 use crate::gpu::Snapshot;
 use crate::history::attach::{self, Availability, Reopen, Slot};
 use crate::history::stats::HistoryStats;
 use crate::history::writer::{self, WriterSettings};
 use crate::history::{store, Store};
-use crate::notify::{ReceiverConfig, ReceiverStats};
+use crate::notify::{FiringAlerts, FiringError, ReceiverConfig, ReceiverStats};
 use crate::panics::{spawn_supervised, Panics};
+use crate::routing::{Destination, Route};
 use crate::sampler::SnapshotSink;
 
 /// History as the running agent uses it, after the first attempt to open.
@@ -191,6 +192,22 @@ pub(super) struct Notifiers {
     doorbell: crate::outbox::Doorbell,
 }
 
+/// The alerts a receiver with `route` re-sends (Alertmanager): those
+/// firing in the alert state saved in `pool` that the route takes, neither
+/// silenced nor inhibited ([`crate::alerting::saved_alerts`]). Wired here
+/// so that the notifiers name no alerting type.
+fn firing_alerts(pool: &sqlx::SqlitePool, route: &Route) -> FiringAlerts {
+    let (pool, route) = (pool.clone(), route.clone());
+    FiringAlerts::new(move || {
+        let (pool, route) = (pool.clone(), route.clone());
+        async move {
+            crate::alerting::saved_alerts(&pool, &route)
+                .await
+                .map_err(|e| FiringError(e.to_string()))
+        }
+    })
+}
+
 impl Notifiers {
     /// The configured receivers, with Alertmanager's links pointing at
     /// `external_url`.
@@ -238,6 +255,7 @@ impl Notifiers {
                     stats.clone(),
                     self.doorbell.listener(),
                     shutdown.clone(),
+                    firing_alerts(&store.pool, &receiver.route),
                 ),
             ));
         }

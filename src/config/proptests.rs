@@ -3,6 +3,10 @@
 //! a configuration that is accepted can be used (what `run` builds from
 //! it does not panic or overflow); a range-checked field is either accepted
 //! within its range or refused with its name.
+#![allow(
+    clippy::disallowed_types,
+    reason = "times the parser for real (no async code)"
+)]
 
 use proptest::prelude::*;
 use proptest::test_runner::Config as Cases;

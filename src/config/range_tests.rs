@@ -1,5 +1,9 @@
 //! Every numeric setting has a range: values that broke `run` are refused
 //! with file, line, column and field; the ranges are documented.
+#![allow(
+    clippy::disallowed_types,
+    reason = "times the parser for real (no async code)"
+)]
 
 use std::time::Duration;
 

@@ -1,13 +1,13 @@
 //! A receiver's routing fields (`severities`, `match`, `match_re`,
 //! `repeat_interval`, `group_wait`), checked into a
-//! [`Route`](crate::alerting::Route) with file, line and field.
+//! [`Route`](crate::routing::Route) with file, line and field.
 
 use std::time::Duration;
 
 use toml::Spanned;
 
-use crate::alerting::matcher::{MatchOp, Matcher};
-use crate::alerting::route::{Route, DEFAULT_REPEAT};
+use crate::routing::matcher::{MatchOp, Matcher};
+use crate::routing::route::{Route, DEFAULT_REPEAT};
 use crate::rules::Severity;
 
 use super::limits;
@@ -132,7 +132,7 @@ mod tests {
         assert_eq!(route.repeat_interval, Some(Duration::from_secs(1800)));
         assert_eq!(route.group_wait, Duration::from_secs(30));
         let plain = Config::parse(HOOK, "r.toml").expect("valid");
-        assert_eq!(plain.receivers[0].route, crate::alerting::Route::default());
+        assert_eq!(plain.receivers[0].route, crate::routing::Route::default());
         for off in ["0", "off", "never"] {
             let c = Config::parse(&format!("{HOOK}repeat_interval = \"{off}\"\n"), "r.toml")
                 .expect("valid");

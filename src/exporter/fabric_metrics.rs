@@ -16,7 +16,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use crate::gpu::fabric::{FabricHealth, FabricState};
 use crate::gpu::Snapshot;
 
-use super::families::{flag, ids, with, Family};
+use crate::families::{flag, ids, with, Family};
 
 /// Encodes the fabric families of `snapshot`.
 pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {

@@ -14,8 +14,8 @@ use crate::gpu::gpm::GpmMetrics;
 use crate::gpu::{GpuSnapshot, Snapshot};
 
 use super::detail::{Detail, DetailSet};
-use super::families::{unit, Family, Labels};
 use super::gpu_metrics::{flag, ids, number, with};
+use crate::families::{unit, Family, Labels};
 
 /// Reads one figure from a set of GPM metrics.
 type Reading = fn(&GpmMetrics) -> Option<f64>;

@@ -12,8 +12,8 @@ use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus, Snapshot};
 
 use super::detail::{Detail, DetailSet};
-use super::families::{counter, families, gauge, unit};
-pub use super::families::{flag, ids, number, with};
+use crate::families::{counter, families, gauge, unit};
+pub use crate::families::{flag, ids, number, with};
 
 /// Encodes every per-GPU family of `snapshot`, then the process, sharing
 /// and capacity families (see [`super::process_metrics`]).

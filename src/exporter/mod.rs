@@ -14,7 +14,6 @@ mod cache;
 pub mod compat;
 pub mod detail;
 pub mod fabric_metrics;
-pub mod families;
 pub mod gpm_metrics;
 pub mod gpu_metrics;
 pub mod gzip;

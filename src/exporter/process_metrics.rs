@@ -16,7 +16,7 @@ use crate::capacity::{self, CapacityConfig};
 use crate::gpu::{GpuProcess, GpuSnapshot, Snapshot};
 
 use super::detail::{Detail, DetailSet};
-use super::families::{families, flag, gauge, ids, unit, with, Labels};
+use crate::families::{families, flag, gauge, ids, unit, with, Labels};
 
 /// What the process and capacity families need besides the snapshot.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::gpu::{unix_seconds_f64, Snapshot};
 
-use super::families::{unit, Family};
+use crate::families::{unit, Family};
 
 /// Encodes the `gpuwatch_*` self metrics. `snapshot` is `None` before the
 /// first sample.

@@ -10,8 +10,8 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::compat::MetricsCompat;
-use super::families::Family;
 use super::{Exporter, Format};
+use crate::families::Family;
 use crate::gpu::{testing, FastReadings, GpuSnapshot, Snapshot};
 
 /// A one-GPU snapshot with the given utilization.

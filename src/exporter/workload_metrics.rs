@@ -15,7 +15,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::gpu::{Device, Snapshot, Workload, WorkloadKind};
 
-use super::families::{counter, families, gauge, number, unit, Labels};
+use crate::families::{counter, families, gauge, number, unit, Labels};
 
 families! {
     gpu_seconds: counter("workload_gpu", "Seconds a workload held the GPU (had a context on it); a GPU shared by two workloads counts for both.", unit("seconds")),

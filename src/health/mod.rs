@@ -8,6 +8,11 @@
 //! which de-duplicates against NVML's own Xid events; another counts the
 //! GPUs on the PCI bus, so that neither can hold up the other. The sampler
 //! carries counts, SXid counts and recent occurrences in each snapshot.
+#![allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the kernel-log reader is a blocking thread: std time and std sleep are its clock"
+)]
 
 pub mod action_class;
 pub mod catalog;

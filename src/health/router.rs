@@ -2,6 +2,10 @@
 //! address (held, bounded, until the first snapshot says which GPU sits
 //! where), the time clamped to when the line was read, and rate-limited,
 //! escaped log lines for what is left out.
+#![allow(
+    clippy::disallowed_types,
+    reason = "runs on the kernel-log reader's blocking thread: std time is its clock"
+)]
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime};

@@ -9,6 +9,10 @@
 //! a file more than [`MAX_BEHIND`] bytes ahead of the reader (a flood) is
 //! skipped to its last [`MAX_POLL_BYTES`], since the newest lines matter
 //! most for health; the skipped bytes are counted.
+#![allow(
+    clippy::disallowed_types,
+    reason = "runs on the kernel-log reader's blocking thread: std time is its clock"
+)]
 
 use std::fs::File;
 use std::io;

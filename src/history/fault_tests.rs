@@ -2,6 +2,10 @@
 //! or a read-only database loses nothing and writing resumes, the size cap
 //! evicts the oldest raw samples first, and foreign, damaged or newer files
 //! are refused untouched.
+#![allow(
+    clippy::disallowed_types,
+    reason = "a test's own deadline for real work (SQLite on its thread), in real time"
+)]
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -2,6 +2,10 @@
 //! never written, moved or replaced (compared byte for byte); a damaged or
 //! newer history may be reset; a failed open leaves no files of its own;
 //! and a database that cannot be opened at start is retried and attached.
+#![allow(
+    clippy::disallowed_types,
+    reason = "a test's own deadline for real work (SQLite on its thread), in real time"
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::{unit, Family};
+use crate::families::{unit, Family};
 
 /// Counters and gauges the writer updates.
 #[derive(Debug, Default)]

@@ -35,7 +35,7 @@ use tracing::{debug, info, warn};
 
 use super::tls::{self, Material, TlsError};
 use super::tls_settings::TlsSettings;
-use crate::exporter::families::{unit, Family};
+use crate::families::{unit, Family};
 use crate::files::{read_bounded, MAX_PEM_BYTES};
 
 /// How often the files are checked.

@@ -9,7 +9,7 @@ use sqlx::SqlitePool;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::now_ms;
+use crate::gpu::now_ms;
 
 /// How long a failed message is kept.
 pub const FAILED_RETENTION: Duration = Duration::from_secs(7 * 86_400);

@@ -21,6 +21,7 @@ mod backoff;
 pub mod cleanup;
 mod dispatcher;
 pub mod email;
+mod firing;
 pub mod http;
 pub mod redact;
 pub mod webhook;
@@ -35,14 +36,15 @@ use std::time::Duration;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::{unit, Family};
+use crate::families::{unit, Family};
+use crate::gpu::now_ms;
 use crate::outbox::OutboxMessage;
 
-pub use crate::gpu::now_ms;
 pub use crate::outbox::store as outbox;
 pub use alertmanager::AlertmanagerConfig;
 pub use backoff::{random_unit, Backoff};
 pub use dispatcher::run;
+pub use firing::{FiringAlerts, FiringError};
 pub use http::Auth;
 pub use redact::Redactor;
 
@@ -103,7 +105,7 @@ pub struct ReceiverConfig {
     /// Retry delays.
     pub backoff: Backoff,
     /// Which alerts it gets, how often they repeat, how long it groups.
-    pub route: crate::alerting::Route,
+    pub route: crate::routing::Route,
 }
 
 /// The kinds of receiver, each with its settings.

@@ -13,13 +13,13 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use tracing::{info, warn};
 
-use crate::alerting::Destination;
-use crate::exporter::families::{unit, Family};
+use crate::families::{unit, Family};
 use crate::gpu::unix_ms;
 use crate::history::attach::Slot;
 use crate::history::Store;
 use crate::outbox::message::{generator_url, rfc3339, ZERO_TIME};
 use crate::outbox::{Doorbell, OutboxAlert, OutboxMessage, Status};
+use crate::routing::Destination;
 
 use super::judge::Trigger;
 

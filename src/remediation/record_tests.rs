@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::*;
-use crate::alerting::route::Route;
 use crate::history::Durability;
+use crate::routing::route::Route;
 use crate::rules::Severity;
 
 fn decision(action: &'static str, outcome: Outcome) -> Decision {

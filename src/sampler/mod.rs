@@ -6,6 +6,11 @@
 //! health counters) and the process lists run on their own, longer
 //! intervals. A hung NVML call blocks only this thread: the last snapshot
 //! keeps being served while its age grows, and the [`watchdog`] says so.
+#![allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "the sampler is a blocking thread that owns NVML: std time and std sleep are its clock"
+)]
 
 pub mod cgroup;
 pub mod cmdline;

@@ -2,6 +2,11 @@
 //!
 //! The reader keeps what the slow tiers last read (identity, health,
 //! processes) and re-uses it on fast ticks, so a snapshot is always complete.
+#![allow(
+    clippy::disallowed_types,
+    clippy::disallowed_methods,
+    reason = "runs on the sampler's blocking thread: std time and std sleep are its clock"
+)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

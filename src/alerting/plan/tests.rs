@@ -2,9 +2,9 @@ use std::time::Duration;
 use std::time::UNIX_EPOCH;
 
 use super::*;
-use crate::alerting::matcher::Matcher;
-use crate::alerting::route::Route;
 use crate::alerting::silence::Silence;
+use crate::routing::matcher::Matcher;
+use crate::routing::route::Route;
 use crate::rules::{Alert, AlertKey, Severity, Target};
 
 const HOUR: Duration = Duration::from_secs(3600);

@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::alerting::matcher::MAX_VALUE_BYTES;
+use crate::routing::matcher::MAX_VALUE_BYTES;
 
 const NOW_MS: i64 = 1_800_000_000_000;
 const NOW: Timestamp = match Timestamp::from_ms(NOW_MS) {

@@ -29,7 +29,7 @@ struct Alerting {
     task: JoinHandle<()>,
     /// The receivers' routes and the outbox's doorbell (remediation writes
     /// its notifications there too).
-    outbox: (Vec<crate::alerting::Destination>, crate::outbox::Doorbell),
+    outbox: (Vec<crate::routing::Destination>, crate::outbox::Doorbell),
 }
 
 /// What every part behind the sampler is started with.

@@ -19,7 +19,7 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::flag;
-use crate::exporter::families::{families, Family};
+use crate::families::{families, Family};
 use crate::gpu::{GpuSnapshot, Snapshot};
 
 use super::dcgm_labels::labels;

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use crate::exporter::families::Labels;
+use crate::families::Labels;
 use crate::gpu::{GpuSnapshot, Snapshot};
 
 /// dcgm-exporter's labels of one GPU.

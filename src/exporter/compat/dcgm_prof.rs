@@ -17,7 +17,7 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::{Family, Labels};
+use crate::families::{Family, Labels};
 use crate::gpu::gpm::GpmMetrics;
 use crate::gpu::Snapshot;
 

@@ -28,7 +28,7 @@ use crate::gpu::Snapshot;
 
 /// A yes/no reading as the peers write it (1 or 0), absent when unknown.
 fn flag(value: Option<bool>) -> Option<f64> {
-    value.map(crate::exporter::families::flag)
+    value.map(crate::families::flag)
 }
 
 /// One compatibility family set.

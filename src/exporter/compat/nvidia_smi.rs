@@ -11,7 +11,7 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::flag;
-use crate::exporter::families::{families, uuid_label, Family, Labels};
+use crate::families::{families, uuid_label, Family, Labels};
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{GpuSnapshot, Snapshot};
 

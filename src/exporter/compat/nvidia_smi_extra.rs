@@ -19,11 +19,11 @@ use std::fmt;
 
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::exporter::families::{Family, Labels};
+use crate::families::{Family, Labels};
 use crate::gpu::snapshot::unix_seconds_f64;
 use crate::gpu::{FieldGroup, GpuSnapshot, ProcessKind, Snapshot};
 
-use crate::exporter::families::uuid_label;
+use crate::families::uuid_label;
 use crate::gpu::links::RECOVERY_ACTIONS;
 
 struct Families<'a> {

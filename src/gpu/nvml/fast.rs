@@ -2,6 +2,10 @@
 //! and one field-value batch for power, memory temperature, violation
 //! counters and — every [`ENERGY_EVERY`] — energy), and the clock readings
 //! (clocks and clock-event reasons) when the sampler says they are due.
+#![allow(
+    clippy::disallowed_types,
+    reason = "runs on the sampler's blocking thread: std time is its clock"
+)]
 
 use std::time::Instant;
 

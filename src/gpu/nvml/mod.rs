@@ -19,6 +19,10 @@
 //! `xid` the Xid event set, and [`tally`] classifies every call's result.
 //! Every call nvml-wrapper does not make for us goes through `raw`, the
 //! adapter's only `unsafe` code: the other modules forbid it.
+#![allow(
+    clippy::disallowed_types,
+    reason = "the NVML adapter runs on the sampler's blocking thread: std time is its clock"
+)]
 
 #[forbid(unsafe_code)]
 mod batch;

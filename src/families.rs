@@ -95,7 +95,7 @@ impl<'a> Family<'a> {
 /// its families in its own terms.
 macro_rules! families {
     ($( $field:ident: $constructor:ident($($argument:expr),* $(,)?) ),* $(,)?) => {
-        struct Families<'a> { $( $field: $crate::exporter::families::Family<'a>, )* }
+        struct Families<'a> { $( $field: $crate::families::Family<'a>, )* }
         impl<'a> Families<'a> {
             fn new() -> Self {
                 Families { $( $field: $constructor($($argument),*), )* }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::rules::Severity;
 
-use super::matcher::{all_match, Matcher};
+use crate::routing::matcher::{all_match, Matcher};
 
 /// Alertmanager's default `repeat_interval`.
 pub const DEFAULT_REPEAT: Duration = Duration::from_secs(4 * 3600);
@@ -64,8 +64,8 @@ pub struct Destination {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerting::matcher::tests::labels;
-    use crate::alerting::matcher::{MatchOp, Matcher};
+    use crate::routing::matcher::tests::labels;
+    use crate::routing::matcher::{MatchOp, Matcher};
 
     #[test]
     fn the_default_route_takes_everything() {
