@@ -26,16 +26,19 @@ fn schema() -> Value {
 /// configuration's schema uses: type, properties, additionalProperties,
 /// items).
 fn problems(schema: &Value, value: &toml::Value, path: &str, out: &mut Vec<String>) {
-    let type_ok = match (schema.get("type").and_then(Value::as_str), value) {
-        (Some("string"), toml::Value::String(_)) => true,
-        (Some("integer"), toml::Value::Integer(_)) => true,
-        (Some("number"), toml::Value::Integer(_) | toml::Value::Float(_)) => true,
-        (Some("boolean"), toml::Value::Boolean(_)) => true,
-        (Some("array"), toml::Value::Array(_)) => true,
-        (Some("object"), toml::Value::Table(_)) => true,
-        (None, _) => true,
-        _ => false,
-    };
+    let type_ok = matches!(
+        (schema.get("type").and_then(Value::as_str), value),
+        (Some("string"), toml::Value::String(_))
+            | (Some("integer"), toml::Value::Integer(_))
+            | (
+                Some("number"),
+                toml::Value::Integer(_) | toml::Value::Float(_)
+            )
+            | (Some("boolean"), toml::Value::Boolean(_))
+            | (Some("array"), toml::Value::Array(_))
+            | (Some("object"), toml::Value::Table(_))
+            | (None, _)
+    );
     if !type_ok {
         out.push(format!("{path}: {value} is not of type {}", schema["type"]));
         return;
