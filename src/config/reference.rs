@@ -18,7 +18,7 @@ pub const PATH: &str = "docs/config-reference.md";
 /// One table of the file: `[server]`, `[[receivers]]`, `[remediation.slurm]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Section {
-    /// The table header as written, e.g. "[[receivers]]".
+    /// The table header as written, e.g. `[[receivers]]`.
     pub header: String,
     /// The prefix of its keys' paths: "server", "receivers[]",
     /// "remediation.slurm" (as `crate::limits` names keys).

@@ -320,6 +320,19 @@ fn the_json_schema_carries_types_defaults_and_descriptions_for_editors() {
     assert!(interval["description"]
         .as_str()
         .is_some_and(|d| d.contains("fast tier")));
+    let queue = &value["properties"]["history"]["properties"]["queue"];
+    assert_eq!(
+        (&queue["minimum"], &queue["maximum"]),
+        (&1.into(), &1000.into()),
+        "{queue}"
+    );
+    let breaker = &value["properties"]["remediation"]["properties"]["slurm"]["properties"]
+        ["max_drained_nodes"];
+    assert_eq!(
+        breaker["maximum"],
+        limits::MAX_DRAINED_NODES.max,
+        "{breaker}"
+    );
     // Unknown keys are refused, as by the parser; TOML has no null.
     assert_eq!(value["properties"]["server"]["additionalProperties"], false);
     let text = value.to_string();

@@ -16,7 +16,8 @@ pub use crate::limits::written::{Duration, Path, Size, KIND};
 
 /// The schema of the whole configuration file, subschemas inlined (one
 /// tree, as the file nests), `null` left out of optional keys' types (TOML
-/// has no null: leaving a key out is what `Option` means).
+/// has no null: leaving a key out is what `Option` means), whole numbers
+/// with their range.
 pub fn json_schema() -> Schema {
     let mut settings = schemars::generate::SchemaSettings::draft2020_12();
     settings.inline_subschemas = true;
@@ -25,8 +26,39 @@ pub fn json_schema() -> Schema {
         .into_root_schema_for::<super::raw::RawConfig>();
     if let Some(object) = schema.as_object_mut() {
         object.values_mut().for_each(drop_null);
+        add_count_ranges(object, "");
     }
     schema
+}
+
+/// Adds `minimum` and `maximum` (from [`crate::limits`]) to the whole-number
+/// keys under the table `object` at `path` ("", "server", "receivers[]").
+fn add_count_ranges(object: &mut serde_json::Map<String, serde_json::Value>, path: &str) {
+    let Some(serde_json::Value::Object(properties)) = object.get_mut("properties") else {
+        return;
+    };
+    for (name, value) in properties.iter_mut() {
+        let key = if path.is_empty() {
+            name.clone()
+        } else {
+            format!("{path}.{name}")
+        };
+        let Some(map) = value.as_object_mut() else {
+            continue;
+        };
+        if map.contains_key("properties") {
+            add_count_ranges(map, &key);
+        } else if let Some(serde_json::Value::Object(items)) = map.get_mut("items") {
+            add_count_ranges(items, &format!("{key}[]"));
+        } else if let Some(limits) = crate::limits::COUNTS
+            .iter()
+            .chain([&crate::limits::XID_ESCALATE_AFTER])
+            .find(|l| l.key == key)
+        {
+            map.insert("minimum".to_string(), limits.min.into());
+            map.insert("maximum".to_string(), limits.max.into());
+        }
+    }
 }
 
 /// Removes `"null"` from every `type` list (`Option<T>` adds it).
