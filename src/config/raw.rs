@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::schema as kind;
+use crate::limits::written as kind;
 
 /// The gpuwatch configuration file (TOML). Every key is optional; unknown
 /// keys are refused.

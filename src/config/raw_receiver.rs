@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::schema as kind;
+use crate::limits::written as kind;
 
 /// One `[[receivers]]` entry.
 #[derive(Debug, Default, Deserialize, JsonSchema)]

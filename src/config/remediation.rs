@@ -9,8 +9,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::limits;
-use super::schema as kind;
 use super::Validator;
+use crate::limits::written as kind;
 
 /// Whether the agent acts on the health verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 
 use schemars::Schema;
 
-pub use crate::limits::written::{Duration, Path, Size, KIND};
+pub use crate::limits::written::KIND;
 
 /// The schema of the whole configuration file, subschemas inlined (one
 /// tree, as the file nests), `null` left out of optional keys' types (TOML
