@@ -141,12 +141,16 @@ pub const REMEDIATION_RETRY_MAX: Limits<Duration> =
 /// `remediation.slurm.timeout`: one `scontrol` or `sinfo` call.
 pub const SLURM_TIMEOUT: Limits<Duration> =
     durations("remediation.slurm.timeout", ms(100), secs(10 * MINUTE));
+/// `health.xid_escalate_after`: GPU resets or node reboots before a
+/// returning Xid escalates. Not in [`COUNTS`] (yet): the README's range
+/// table, which that list is checked against, does not have it; the
+/// configuration reference does.
+pub const XID_ESCALATE_AFTER: Limits<u64> = numbers("health.xid_escalate_after", 1, 1000);
 /// `remediation.slurm.max_drained_nodes`: the circuit breaker.
 pub const MAX_DRAINED_NODES: Limits<u64> =
     numbers("remediation.slurm.max_drained_nodes", 1, 1_000_000);
 
-#[cfg(test)]
-/// Every duration setting, for the docs check.
+/// Every duration setting, for the configuration reference and the docs check.
 pub const DURATIONS: &[Limits<Duration>] = &[
     REQUEST_TIMEOUT,
     IDLE_TIMEOUT,
@@ -178,8 +182,7 @@ pub const DURATIONS: &[Limits<Duration>] = &[
     SLURM_TIMEOUT,
 ];
 
-#[cfg(test)]
-/// Every whole-number setting, for the docs check.
+/// Every whole-number setting, for the configuration reference and the docs check.
 pub const COUNTS: &[Limits<u64>] = &[
     MAX_CONNECTIONS,
     PROCESS_TOP_N,
@@ -187,8 +190,7 @@ pub const COUNTS: &[Limits<u64>] = &[
     MAX_DRAINED_NODES,
 ];
 
-#[cfg(test)]
-/// Every size setting (bytes), for the docs check.
+/// Every size setting (bytes), for the configuration reference and the docs check.
 pub const SIZES: &[Limits<u64>] = &[HISTORY_MAX_SIZE, MEMORY_MARGIN, PROFILE_MEMORY];
 
 impl Limits<Duration> {
@@ -272,4 +274,56 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
         Ok(n) if n.is_finite() && n >= 0.0 => Ok((n * multiplier) as u64),
         _ => Err(SizeError(text.to_string())),
     }
+}
+
+/// How a string setting is written, for the configuration's schema
+/// (`config::schema`): marker types that have a schema and no values, named
+/// in the raw types' `#[schemars(with = "…")]`. Here, not in `config`, so
+/// that the rules' raw type uses them without importing the configuration.
+pub mod written {
+    use std::borrow::Cow;
+
+    use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+
+    /// The schema keyword naming a string's format ("duration", "size",
+    /// "path"); validators ignore `x-` keywords.
+    pub const KIND: &str = "x-gpuwatch-kind";
+
+    /// A marker for a string of one format: only its schema is used.
+    macro_rules! string_kind {
+        ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+            $(#[$doc])*
+            pub enum $name {}
+
+            impl JsonSchema for $name {
+                fn inline_schema() -> bool {
+                    true
+                }
+
+                fn schema_name() -> Cow<'static, str> {
+                    $kind.into()
+                }
+
+                fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                    json_schema!({ "type": "string", KIND: $kind })
+                }
+            }
+        };
+    }
+
+    string_kind!(
+        /// A duration such as "500ms", "30s", "5m", "48h" or "30d".
+        Duration,
+        "duration"
+    );
+    string_kind!(
+        /// A size such as "512MiB", "2GiB" or "1.8GB" (a bare number: bytes).
+        Size,
+        "size"
+    );
+    string_kind!(
+        /// A file or directory path.
+        Path,
+        "path"
+    );
 }

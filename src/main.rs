@@ -32,6 +32,7 @@ const EXAMPLES: &str = "Examples:
   gpuwatch status --simulate h100x8 --json
   gpuwatch capacity --profile resnet50-inference  # how many more fit, per GPU and node
   gpuwatch validate --config gpuwatch.toml
+  gpuwatch config-schema > gpuwatch.schema.json  # for editors (taplo, Even Better TOML)
   gpuwatch history --gpu 3 --metric temperature --since 6h --step 1m
   gpuwatch events --since 1d
   gpuwatch alerts --since 1d                   # alerts now and their history
@@ -211,6 +212,9 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         web_config: Option<PathBuf>,
     },
+    /// Print the configuration file's JSON Schema (every key with its type, default and
+    /// description), for editors that check and complete TOML, such as taplo or Even Better TOML.
+    ConfigSchema,
     /// Take one sample and print it as a table (or JSON).
     Status {
         #[command(flatten)]
@@ -408,6 +412,12 @@ fn main() -> ExitCode {
         Command::CopyBinary { path } => app::copy_binary::copy_binary(&path).map(|()| true),
         Command::Validate { config, web_config } => {
             app::validate(config.as_deref(), web_config.as_deref())
+        }
+        Command::ConfigSchema => {
+            serde_json::to_string_pretty(&gpuwatch::config::schema::json_schema())
+                .map(|text| println!("{text}"))
+                .map(|()| true)
+                .map_err(anyhow::Error::from)
         }
         Command::Status { source, json } => app::status(source.into(), json).map(|()| true),
         Command::Capacity { source, profile } => {

@@ -29,14 +29,21 @@ impl Validator<'_> {
             xid_escalate_after: match raw.xid_escalate_after {
                 None => DEFAULT_XID_ESCALATE_AFTER,
                 Some(n) => match u32::try_from(*n.get_ref()) {
-                    Ok(value @ 1..=1000) => value,
+                    Ok(value)
+                        if (super::limits::XID_ESCALATE_AFTER.min
+                            ..=super::limits::XID_ESCALATE_AFTER.max)
+                            .contains(&u64::from(value)) =>
+                    {
+                        value
+                    }
                     _ => {
                         self.problem(
                             "health.xid_escalate_after",
                             n.span(),
                             &format!(
-                                "{} is not a number of resets/reboots; use 1 to 1000 (default {DEFAULT_XID_ESCALATE_AFTER})",
-                                n.get_ref()
+                                "{} is not a number of resets/reboots; use {} (default {DEFAULT_XID_ESCALATE_AFTER})",
+                                n.get_ref(),
+                                super::limits::XID_ESCALATE_AFTER.describe_count()
                             ),
                         );
                         DEFAULT_XID_ESCALATE_AFTER

@@ -14,10 +14,13 @@ mod history;
 mod kubernetes;
 mod log;
 mod raw;
+mod raw_receiver;
 mod receivers;
+pub mod reference;
 pub mod remediation;
 mod route;
 mod sampler;
+pub mod schema;
 mod server;
 mod values;
 mod workloads;
@@ -285,6 +288,8 @@ fn key_path(source: &str, offset: usize) -> String {
 mod proptests;
 #[cfg(test)]
 mod range_tests;
+#[cfg(test)]
+mod reference_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -4,11 +4,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::limits;
 use super::Validator;
+use crate::limits::written as kind;
 
 /// Whether the agent acts on the health verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,49 +159,85 @@ impl Default for SlurmSettings {
     }
 }
 
-/// `[remediation]` as written.
-#[derive(Debug, Default, Deserialize)]
+/// `[remediation]` as written (see `raw` for the conventions).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRemediation {
-    /// "off", "dry-run" or "on".
+    /// "dry-run" decides and records what it would do (`gpuwatch events
+    /// --kind remediation`, `gpuwatch_remediation_*`, the log, a
+    /// `GpuNodeDrained` notification) and changes nothing; "on" drains;
+    /// "off" runs nothing.
+    #[schemars(with = "Option<String>", extend("default" = "dry-run"))]
     pub mode: Option<Spanned<String>>,
-    /// Action classes that act.
+    /// The action classes whose reasons drain the node (unhealthy reasons
+    /// only, unless `degraded`): RESET_GPU, REBOOT_SYSTEM,
+    /// INSPECT_HARDWARE, FABRIC_NOT_REGISTERED, FABRIC_UNHEALTHY,
+    /// FABRIC_DEGRADED, GPU_MISSING, DRAIN_P2P, WORKFLOW_NVLINK,
+    /// RESTART_APP, OTHER.
+    #[schemars(
+        with = "Option<Vec<String>>",
+        extend("default" = ["RESET_GPU", "REBOOT_SYSTEM", "INSPECT_HARDWARE", "FABRIC_NOT_REGISTERED", "GPU_MISSING"])
+    )]
     pub actions: Option<Vec<Spanned<String>>>,
-    /// Verdict sources that may act.
+    /// The verdict sources that may act: nvml, recovery_action, xid, ecc,
+    /// nvlink, fabric, pci (a GPU on the PCI bus the driver does not list).
+    #[schemars(
+        with = "Option<Vec<String>>",
+        extend("default" = ["nvml", "recovery_action", "xid", "ecc", "nvlink", "fabric", "pci"])
+    )]
     pub sources: Option<Vec<Spanned<String>>>,
-    /// Whether degraded reasons act too.
+    /// Let degraded reasons of the listed action classes drain too.
+    #[schemars(extend("default" = false))]
     pub degraded: Option<bool>,
-    /// How long a reason holds before the node is drained.
+    /// How long a reason must hold before the node is drained.
+    #[schemars(with = "Option<kind::Duration>", extend("default" = "0s"))]
     pub act_after: Option<Spanned<String>>,
-    /// Whether gpuwatch resumes what it drained.
+    /// Resume the nodes gpuwatch drained (never anyone else's); `false`
+    /// leaves resuming to people.
+    #[schemars(extend("default" = true))]
     pub resume: Option<bool>,
-    /// Healthy for this long before the resume.
+    /// Healthy without a break for this long before the resume.
+    #[schemars(with = "Option<kind::Duration>", extend("default" = "5m"))]
     pub resume_after: Option<Spanned<String>>,
-    /// Failing again this soon after a resume: left drained for a person.
+    /// A node failing again this soon after gpuwatch resumed it is drained
+    /// and left for a person to resume (`[flapping: resume by hand]` in the
+    /// reason).
+    #[schemars(with = "Option<kind::Duration>", extend("default" = "1h"))]
     pub flap_window: Option<Spanned<String>>,
-    /// First retry delay after a failed scheduler call.
+    /// The first delay before a failed or refused scheduler call is tried
+    /// again (the decision is kept).
+    #[schemars(with = "Option<kind::Duration>", extend("default" = "10s"))]
     pub retry_min: Option<Spanned<String>>,
-    /// Longest retry delay.
+    /// The longest delay between two tries of a scheduler call.
+    #[schemars(with = "Option<kind::Duration>", extend("default" = "5m"))]
     pub retry_max: Option<Spanned<String>>,
-    /// `[remediation.slurm]`.
+    /// How to reach Slurm.
     pub slurm: Option<RawSlurm>,
 }
 
 /// `[remediation.slurm]` as written.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSlurm {
-    /// The node's Slurm name.
+    /// The node as Slurm names it, e.g. "gpu-017". Unset: this host's name
+    /// up to the first dot.
+    #[schemars(with = "Option<String>")]
     pub node: Option<Spanned<String>>,
-    /// The scontrol program.
+    /// The scontrol program, by path or looked up on PATH.
+    #[schemars(with = "Option<kind::Path>", extend("default" = "scontrol"))]
     pub scontrol: Option<PathBuf>,
-    /// The sinfo program.
+    /// The sinfo program, by path or looked up on PATH.
+    #[schemars(with = "Option<kind::Path>", extend("default" = "sinfo"))]
     pub sinfo: Option<PathBuf>,
-    /// SLURM_CONF for both.
+    /// SLURM_CONF for both programs. Unset: the agent's own environment.
+    #[schemars(with = "Option<kind::Path>")]
     pub slurm_conf: Option<PathBuf>,
-    /// One call's time limit.
+    /// Time limit of one scontrol or sinfo call.
+    #[schemars(with = "Option<kind::Duration>", extend("default" = "10s"))]
     pub timeout: Option<Spanned<String>>,
-    /// The circuit breaker.
+    /// The circuit breaker: at most this many nodes drained by gpuwatch at
+    /// once. Unset: 10 % of the nodes sinfo lists, at least 1.
+    #[schemars(with = "Option<i64>")]
     pub max_drained_nodes: Option<Spanned<i64>>,
 }
 

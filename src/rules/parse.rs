@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -47,28 +48,47 @@ pub struct RawRules {
     pub rules: Vec<Spanned<RawRule>>,
 }
 
-/// One `[[rules]]` entry as written.
-#[derive(Debug, Default, Deserialize)]
+/// One `[[rules]]` entry as written. Its doc comments are the
+/// configuration reference's (docs/config-reference.md).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRule {
-    /// The alert name; a built-in rule's name tunes that rule.
+    /// The alert's name (required). A built-in rule's name changes that
+    /// rule: only the keys given here change.
+    #[schemars(with = "Option<String>")]
     pub name: Option<Spanned<String>>,
     /// `false` switches the rule off.
+    #[schemars(extend("default" = true))]
     pub enabled: Option<bool>,
-    /// The condition (see [`Condition::parse`]).
+    /// When the rule fires, e.g. "temperature > 85",
+    /// "clock_event(hw_thermal_slowdown)", "xid(48, 79)",
+    /// "increase(ecc_uncorrected)", "absent(power)", "gpu_lost" or
+    /// "stale(30s)" (required for a new rule; docs: alerts).
+    #[schemars(with = "Option<String>")]
     pub condition: Option<Spanned<String>>,
-    /// Hold before firing, e.g. "5m".
+    /// How long the condition must hold before the alert fires. A new
+    /// rule: "0s".
     #[serde(rename = "for")]
+    #[schemars(with = "Option<crate::limits::written::Duration>")]
     pub for_: Option<Spanned<String>>,
-    /// Keep firing this long after the condition turned false.
+    /// Keep the alert firing this long after the condition turned false,
+    /// so that a flapping value does not resolve and fire again. A new
+    /// rule: "0s".
+    #[schemars(with = "Option<crate::limits::written::Duration>")]
     pub keep_firing_for: Option<Spanned<String>>,
-    /// Hysteresis threshold.
+    /// Hysteresis for a comparison: once firing, the alert resolves only
+    /// past this value (e.g. fires above 85, resolves below 80).
+    #[schemars(with = "Option<f64>")]
     pub clear: Option<Spanned<f64>>,
-    /// "info", "warning" or "critical".
+    /// "info", "warning" or "critical". A new rule: "warning".
+    #[schemars(with = "Option<String>")]
     pub severity: Option<Spanned<String>>,
-    /// Extra labels.
+    /// Extra labels on the alert, e.g. `{ team = "ml" }`.
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
     pub labels: Option<Spanned<BTreeMap<String, String>>>,
-    /// Annotation templates by name.
+    /// Annotation templates by name, e.g. `{ summary = "GPU {{ .gpu }} on
+    /// {{ .host }} at {{ .value }} °C" }`.
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
     pub annotations: Option<BTreeMap<String, Spanned<String>>>,
 }
 
