@@ -142,9 +142,7 @@ pub const REMEDIATION_RETRY_MAX: Limits<Duration> =
 pub const SLURM_TIMEOUT: Limits<Duration> =
     durations("remediation.slurm.timeout", ms(100), secs(10 * MINUTE));
 /// `health.xid_escalate_after`: GPU resets or node reboots before a
-/// returning Xid escalates. Not in [`COUNTS`] (yet): the README's range
-/// table, which that list is checked against, does not have it; the
-/// configuration reference does.
+/// returning Xid escalates.
 pub const XID_ESCALATE_AFTER: Limits<u64> = numbers("health.xid_escalate_after", 1, 1000);
 /// `remediation.slurm.max_drained_nodes`: the circuit breaker.
 pub const MAX_DRAINED_NODES: Limits<u64> =
@@ -188,6 +186,7 @@ pub const COUNTS: &[Limits<u64>] = &[
     PROCESS_TOP_N,
     HISTORY_QUEUE,
     MAX_DRAINED_NODES,
+    XID_ESCALATE_AFTER,
 ];
 
 /// Every size setting (bytes), for the configuration reference and the docs check.
