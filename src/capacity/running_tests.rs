@@ -39,20 +39,20 @@ fn workload(
             )
         })
         .collect();
-    Workload {
-        key: WorkloadKey {
+    Workload::new(
+        WorkloadKey {
             kind,
             id: id.into(),
         },
-        attributes: WorkloadAttributes {
+        WorkloadAttributes {
             user: Some(user.into()),
             namespace: (kind == WorkloadKind::Pod).then(|| "ml".to_string()),
             ..WorkloadAttributes::default()
         },
-        started: SystemTime::now(),
-        last_seen: SystemTime::now(),
+        SystemTime::now(),
+        SystemTime::now(),
         devices,
-    }
+    )
 }
 
 #[test]

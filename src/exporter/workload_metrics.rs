@@ -104,16 +104,16 @@ mod tests {
             peak_memory_bytes: 1 << 30,
             ..Usage::default()
         };
-        Workload {
-            key: WorkloadKey {
+        Workload::new(
+            WorkloadKey {
                 kind,
                 id: id.into(),
             },
             attributes,
-            started: SystemTime::UNIX_EPOCH,
-            last_seen: SystemTime::UNIX_EPOCH + Duration::from_secs(40),
-            devices: BTreeMap::from([(device, usage)]),
-        }
+            SystemTime::UNIX_EPOCH,
+            SystemTime::UNIX_EPOCH + Duration::from_secs(40),
+            BTreeMap::from([(device, usage)]),
+        )
     }
 
     fn text(snapshot: &Snapshot, processes: bool) -> String {

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+mod device_usages;
 mod processes;
 mod readings;
 mod workloads;

@@ -251,19 +251,21 @@ mod tests {
             gpu_instance_id: None,
         };
         snapshot.workloads = Arc::new(crate::gpu::WorkloadTable {
-            live: vec![crate::gpu::Workload {
-                key: crate::gpu::WorkloadKey {
+            live: vec![crate::gpu::Workload::new(
+                crate::gpu::WorkloadKey {
                     kind: crate::gpu::WorkloadKind::SlurmJob,
                     id: "9100001".into(),
                 },
-                attributes: crate::gpu::WorkloadAttributes {
+                crate::gpu::WorkloadAttributes {
                     user: Some("alice".into()),
                     ..Default::default()
                 },
-                started: SystemTime::UNIX_EPOCH,
-                last_seen: SystemTime::UNIX_EPOCH,
-                devices: [(device, usage), (other, usage)].into_iter().collect(),
-            }],
+                SystemTime::UNIX_EPOCH,
+                SystemTime::UNIX_EPOCH,
+                [(device, usage), (other, usage)]
+                    .into_iter()
+                    .collect::<crate::gpu::DeviceUsages>(),
+            )],
             ..Default::default()
         });
         let list = gpus(&snapshot);

@@ -33,22 +33,22 @@ fn job(id: &str, gpus: &[u32], from: u64, now: u64, active: f64) -> Workload {
                 },
             )
         })
-        .collect();
-    Workload {
-        key: WorkloadKey {
+        .collect::<crate::gpu::DeviceUsages>();
+    Workload::new(
+        WorkloadKey {
             kind: WorkloadKind::SlurmJob,
             id: id.to_string(),
         },
-        attributes: WorkloadAttributes {
+        WorkloadAttributes {
             user: Some("alice".into()),
             account: Some("physics".into()),
             partition: Some("gpu".into()),
             ..WorkloadAttributes::default()
         },
-        started: at(from),
-        last_seen: at(now),
+        at(from),
+        at(now),
         devices,
-    }
+    )
 }
 
 fn snapshot(s: u64, live: Vec<Workload>, ended: Vec<Workload>) -> Snapshot {

@@ -27,14 +27,27 @@
 //! Intervals longer than [`MAX_INTERVAL`] (a hung driver, a stopped agent)
 //! are not charged: nobody knows who ran then.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+//!
+//! Cost: the processes are grouped into workloads (keys, attributes, the
+//! SM shares) only when a GPU's process list changed — every
+//! `sampler.process_interval`, or when the kubelet's or the HPC job
+//! mapping's attribution changed ([`groups`]) — and the accounts are then
+//! found by key; between those, a tick adds its seconds, SM-active seconds
+//! and energy to the accounts by index. The table a snapshot carries shares
+//! each workload's identity with the accounts and holds every workload's
+//! use in one block ([`crate::gpu::DeviceUsages`]).
+
+mod groups;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::identity::of_process;
 use crate::gpu::{
-    Device, GpuSnapshot, GpuStatus, Snapshot, Workload, WorkloadAttributes, WorkloadKey,
+    Device, DeviceUsages, GpuSnapshot, GpuStatus, Snapshot, Usage, Workload, WorkloadAttributes,
     WorkloadTable,
 };
+use groups::{GpuMark, GpuState, Group, PendingSm};
 
 /// The longest interval between two snapshots that is charged.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
@@ -58,38 +71,38 @@ pub const GPM_GAP_MAX: u32 = 3;
 /// slowdown, SW thermal, HW thermal, HW power brake.
 const THROTTLE_REASONS: u64 = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
 
-/// Where a GPU's counters stood at its previous snapshot.
-#[derive(Debug, Clone, Copy)]
-struct GpuMark {
-    at: SystemTime,
-    energy_joules: Option<f64>,
-    xid_total: u64,
-}
-
 /// The running totals of every live workload.
 #[derive(Debug, Default)]
 pub struct Accounts {
-    live: BTreeMap<WorkloadKey, Workload>,
+    /// Sorted by key.
+    live: Vec<Account>,
     /// Ended within [`ENDED_KEEP`], oldest first.
     ended: VecDeque<Workload>,
-    marks: HashMap<u32, GpuMark>,
-    /// The workloads on each GPU at its previous snapshot, sorted.
-    present: HashMap<u32, Vec<(WorkloadKey, Device)>>,
-    /// Per GPU with GPM: intervals charged before GPM measured them.
-    pending: HashMap<u32, Vec<PendingSm>>,
-    /// Per GPU with GPM: ticks in a row without GPM's SM activity.
-    gpm_gaps: HashMap<u32, u32>,
+    /// Per GPU of the last snapshot.
+    gpus: HashMap<u32, GpuState>,
+    /// The GPUs of the last snapshot, and those of them that were up.
+    gpu_list: Vec<u32>,
+    up_list: Vec<u32>,
+    /// Steps taken.
+    steps: u64,
+    /// Whether the live set changed since the groups found their accounts.
+    unresolved: bool,
     left_out: u64,
 }
 
-/// SM-active seconds that wait for GPM's next figure: the held seconds ×
-/// the workload's share, and the utilization to use if GPM stays silent.
+/// A live workload.
 #[derive(Debug)]
-struct PendingSm {
-    key: WorkloadKey,
-    device: Device,
-    weight: f64,
-    fallback: f64,
+struct Account {
+    workload: Workload,
+    /// The step in which it was last on a GPU.
+    seen: u64,
+}
+
+/// A GPU up in this snapshot, and the interval since its previous one.
+struct UpGpu<'a> {
+    gpu: &'a GpuSnapshot,
+    interval: Option<(GpuMark, Duration)>,
+    mark: GpuMark,
 }
 
 impl Accounts {
@@ -98,39 +111,169 @@ impl Accounts {
     /// no GPU now), which are forgotten.
     pub fn step(&mut self, snapshot: &Snapshot) -> Vec<Workload> {
         let now = snapshot.taken_at;
-        let mut seen: Vec<WorkloadKey> = Vec::new();
+        self.steps += 1;
+        if !self
+            .gpu_list
+            .iter()
+            .eq(snapshot.gpus.iter().map(|g| &g.index))
+        {
+            self.gpu_list = snapshot.gpus.iter().map(|g| g.index).collect();
+            let current = &self.gpu_list;
+            self.gpus.retain(|gpu, _| current.contains(gpu));
+        }
+        let mut regrouped = false;
+        let mut up = Vec::with_capacity(snapshot.gpus.len());
         for gpu in &snapshot.gpus {
             let mark = GpuMark {
                 at: now,
                 energy_joules: gpu.readings.energy_joules,
                 xid_total: gpu.xid_errors.iter().map(|x| x.count).sum(),
             };
-            let previous = self.marks.insert(gpu.index, mark);
+            let state = self.gpus.entry(gpu.index).or_default();
+            let previous = state.mark.replace(mark);
             if gpu.status != GpuStatus::Up {
                 continue;
             }
+            regrouped |= state.regroup_if_changed(gpu);
             let interval = previous.and_then(|p| now.duration_since(p.at).ok().map(|d| (p, d)));
-            self.charge_gpu(gpu, now, interval, mark, &mut seen);
+            up.push(UpGpu {
+                gpu,
+                interval,
+                mark,
+            });
         }
-        let current: std::collections::BTreeSet<u32> =
-            snapshot.gpus.iter().map(|g| g.index).collect();
-        self.marks.retain(|gpu, _| current.contains(gpu));
-        self.present.retain(|gpu, _| current.contains(gpu));
-        self.pending.retain(|gpu, _| current.contains(gpu));
-        self.gpm_gaps.retain(|gpu, _| current.contains(gpu));
-        seen.sort_unstable();
-        seen.dedup();
-        let ended: Vec<WorkloadKey> = self
-            .live
-            .keys()
-            .filter(|k| seen.binary_search(k).is_err())
-            .cloned()
-            .collect();
-        let ended: Vec<Workload> = ended
-            .into_iter()
-            .filter_map(|key| self.live.remove(&key))
-            .collect();
-        self.ended.extend(ended.iter().cloned());
+        if !self.up_list.iter().eq(up.iter().map(|u| &u.gpu.index)) {
+            self.up_list = up.iter().map(|u| u.gpu.index).collect();
+            // Which GPU's attributes come last changed.
+            regrouped = true;
+        }
+        if regrouped || self.unresolved {
+            self.resolve(now);
+        }
+        for gpu in &up {
+            self.charge_gpu(gpu, now);
+        }
+        self.end(now)
+    }
+
+    /// Finds (or opens) each group's account, in GPU and group order, and
+    /// sets each account's attributes from its groups (the last GPU's win;
+    /// DRA claims add up): what the fold did on every tick before, done
+    /// only when the groups or the live set changed.
+    fn resolve(&mut self, now: SystemTime) {
+        let Accounts {
+            live,
+            gpus,
+            up_list,
+            ..
+        } = self;
+        let groups = || {
+            up_list
+                .iter()
+                .filter_map(|i| gpus.get(i))
+                .flat_map(|s| &s.groups)
+        };
+        for group in groups() {
+            if let Err(at) = find(live, group) {
+                if live.len() < MAX_LIVE {
+                    live.insert(at, Account::open(group, now));
+                }
+            }
+        }
+        for index in up_list.iter() {
+            let Some(state) = gpus.get_mut(index) else {
+                continue;
+            };
+            for group in &mut state.groups {
+                group.account = find(live, group).ok();
+                if let Some(account) = group.account.map(|i| &mut live[i]) {
+                    // A pod's claims on its other GPUs stay: claims are
+                    // fixed for a pod's life, and each GPU's processes
+                    // name only their own.
+                    let mut attributes = group.attributes.clone();
+                    attributes.merge_dra_claims(account.workload.attributes.dra_claims.clone());
+                    if attributes != account.workload.attributes {
+                        account.workload.attributes = attributes;
+                    }
+                }
+            }
+        }
+        self.unresolved = false;
+    }
+
+    /// Adds the interval to the accounts of `up`'s groups, by index.
+    fn charge_gpu(&mut self, up: &UpGpu, now: SystemTime) {
+        let Accounts {
+            live,
+            gpus,
+            steps,
+            left_out,
+            ..
+        } = self;
+        let Some(state) = gpus.get_mut(&up.gpu.index) else {
+            return;
+        };
+        let activity = sm_activity(live, state, up.gpu);
+        let fallback = ratio(up.gpu.readings.utilization_gpu_ratio).unwrap_or(0.0);
+        let throttling = up
+            .gpu
+            .readings
+            .clock_event_reasons
+            .is_some_and(|bits| bits & THROTTLE_REASONS != 0);
+        let interval = up.interval.filter(|(_, d)| *d <= MAX_INTERVAL);
+        let mut waiting = Vec::new();
+        for group in &mut state.groups {
+            let charged = group.was_present;
+            group.was_present = true;
+            let Some(account) = group.account.map(|i| &mut live[i]) else {
+                *left_out += 1;
+                continue;
+            };
+            account.seen = *steps;
+            account.workload.last_seen = now;
+            let usage = account.workload.devices.usage_mut(group.device);
+            usage.peak_memory_bytes = usage.peak_memory_bytes.max(group.memory);
+            let (Some((previous, elapsed)), true) = (interval, charged) else {
+                continue;
+            };
+            let seconds = elapsed.as_secs_f64();
+            usage.gpu_seconds += seconds;
+            match activity {
+                Some(activity) => usage.sm_active_seconds += seconds * activity * group.share,
+                None => waiting.push(PendingSm {
+                    key: group.key.clone(),
+                    device: group.device,
+                    weight: seconds * group.share,
+                    fallback,
+                }),
+            }
+            if let (Some(before), Some(after)) = (previous.energy_joules, up.mark.energy_joules) {
+                if after >= before && (after - before).is_finite() {
+                    usage.energy_joules += (after - before) * group.share;
+                }
+            }
+            usage.xid_errors += up.mark.xid_total.saturating_sub(previous.xid_total);
+            if throttling {
+                usage.throttle_seconds += seconds;
+            }
+        }
+        state.pending.extend(waiting);
+    }
+
+    /// Forgets the workloads on no GPU in this step, keeps them a while
+    /// among the ended, and returns them.
+    fn end(&mut self, now: SystemTime) -> Vec<Workload> {
+        let steps = self.steps;
+        let mut ended = Vec::new();
+        if self.live.iter().any(|a| a.seen != steps) {
+            let (gone, staying) = std::mem::take(&mut self.live)
+                .into_iter()
+                .partition::<Vec<_>, _>(|a| a.seen != steps);
+            self.live = staying;
+            self.unresolved = true;
+            ended = gone.into_iter().map(|a| a.workload).collect();
+            self.ended.extend(ended.iter().map(frozen));
+        }
         while self
             .ended
             .front()
@@ -145,155 +288,40 @@ impl Accounts {
     }
 
     /// The table a snapshot carries: the live workloads and those ended
-    /// within [`ENDED_KEEP`].
+    /// within [`ENDED_KEEP`]. Their identities are shared with the
+    /// accounts, and their use is one block.
     pub fn table(&self) -> WorkloadTable {
+        let block: Arc<[(Device, Usage)]> = self
+            .live
+            .iter()
+            .flat_map(|a| a.workload.devices.as_slice().iter().copied())
+            .collect::<Vec<_>>()
+            .into();
+        let mut at = 0;
+        let live = self
+            .live
+            .iter()
+            .map(|a| {
+                let end = at + a.workload.devices.len();
+                let workload = Workload {
+                    identity: a.workload.identity.clone(),
+                    last_seen: a.workload.last_seen,
+                    devices: DeviceUsages::shared(&block, at..end),
+                };
+                at = end;
+                workload
+            })
+            .collect();
         WorkloadTable {
-            live: self.live.values().cloned().collect(),
+            live,
             ended: self.ended.iter().cloned().collect(),
             left_out: self.left_out,
         }
     }
 
-    fn charge_gpu(
-        &mut self,
-        gpu: &GpuSnapshot,
-        now: SystemTime,
-        interval: Option<(GpuMark, Duration)>,
-        mark: GpuMark,
-        seen: &mut Vec<WorkloadKey>,
-    ) {
-        // The GPU's processes, grouped by workload and device.
-        let mut groups: BTreeMap<(WorkloadKey, Device), Group> = BTreeMap::new();
-        for process in gpu.processes.iter() {
-            let (key, attributes) = of_process(process);
-            let device = Device {
-                gpu: gpu.index,
-                gpu_instance_id: process.gpu_instance_id,
-            };
-            let group = groups.entry((key, device)).or_insert_with(|| Group {
-                attributes,
-                sm: 0.0,
-                memory: 0,
-            });
-            group.sm += process
-                .sm_utilization_ratio
-                .filter(|r| r.is_finite() && *r > 0.0)
-                .unwrap_or(0.0);
-            group.memory = group
-                .memory
-                .saturating_add(process.used_memory_bytes.unwrap_or(0));
-        }
-        let activity = self.sm_activity(gpu);
-        let before = self.present.remove(&gpu.index).unwrap_or_default();
-        self.present
-            .insert(gpu.index, groups.keys().cloned().collect());
-        if groups.is_empty() {
-            return;
-        }
-        let sm_total: f64 = groups.values().map(|g| g.sm).sum();
-        let count = groups.len() as f64;
-        let fallback = ratio(gpu.readings.utilization_gpu_ratio).unwrap_or(0.0);
-        let mut waiting = Vec::new();
-        let throttling = gpu
-            .readings
-            .clock_event_reasons
-            .is_some_and(|bits| bits & THROTTLE_REASONS != 0);
-        for ((key, device), group) in groups {
-            seen.push(key.clone());
-            if !self.live.contains_key(&key) && self.live.len() >= MAX_LIVE {
-                self.left_out += 1;
-                continue;
-            }
-            let workload = self.live.entry(key.clone()).or_insert_with(|| Workload {
-                key,
-                attributes: WorkloadAttributes::default(),
-                started: now,
-                last_seen: now,
-                devices: BTreeMap::new(),
-            });
-            // A pod's claims on its other GPUs stay: claims are fixed for
-            // a pod's life, and each GPU's processes name only their own.
-            let claims = std::mem::take(&mut workload.attributes.dra_claims);
-            workload.attributes = group.attributes;
-            workload.attributes.merge_dra_claims(claims);
-            workload.last_seen = now;
-            let usage = workload.devices.entry(device).or_default();
-            usage.peak_memory_bytes = usage.peak_memory_bytes.max(group.memory);
-            let Some((previous, elapsed)) = interval.filter(|(_, d)| *d <= MAX_INTERVAL) else {
-                continue;
-            };
-            if !before
-                .iter()
-                .any(|(k, d)| *k == workload.key && *d == device)
-            {
-                continue;
-            }
-            let share = if sm_total > 0.0 {
-                group.sm / sm_total
-            } else {
-                1.0 / count
-            };
-            let seconds = elapsed.as_secs_f64();
-            usage.gpu_seconds += seconds;
-            match activity {
-                Some(activity) => usage.sm_active_seconds += seconds * activity * share,
-                None => waiting.push(PendingSm {
-                    key: workload.key.clone(),
-                    device,
-                    weight: seconds * share,
-                    fallback,
-                }),
-            }
-            if let (Some(before), Some(after)) = (previous.energy_joules, mark.energy_joules) {
-                if after >= before && (after - before).is_finite() {
-                    usage.energy_joules += (after - before) * share;
-                }
-            }
-            usage.xid_errors += mark.xid_total.saturating_sub(previous.xid_total);
-            if throttling {
-                usage.throttle_seconds += seconds;
-            }
-        }
-        if !waiting.is_empty() {
-            self.pending.entry(gpu.index).or_default().extend(waiting);
-        }
-    }
-
-    /// The GPU's SM activity for this tick's interval: GPM's figure (which
-    /// also settles the intervals waiting for it), else utilization on a
-    /// GPU without GPM or whose GPM stayed silent too long; `None` while a
-    /// GPU with GPM waits for its next figure.
-    fn sm_activity(&mut self, gpu: &GpuSnapshot) -> Option<f64> {
-        let measured = ratio(gpu.gpm.sm_active_ratio());
-        let fallback = ratio(gpu.readings.utilization_gpu_ratio).unwrap_or(0.0);
-        let activity = match measured {
-            Some(value) => {
-                self.gpm_gaps.remove(&gpu.index);
-                Some(value)
-            }
-            None if gpu.gpm.supported == Some(true) => {
-                let gaps = self.gpm_gaps.entry(gpu.index).or_insert(0);
-                *gaps = gaps.saturating_add(1);
-                (*gaps > GPM_GAP_MAX).then_some(fallback)
-            }
-            None => Some(fallback),
-        };
-        if activity.is_some() {
-            for waiting in self.pending.remove(&gpu.index).unwrap_or_default() {
-                // Gone already (ended and handed to history): not charged.
-                if let Some(workload) = self.live.get_mut(&waiting.key) {
-                    let usage = workload.devices.entry(waiting.device).or_default();
-                    usage.sm_active_seconds +=
-                        waiting.weight * measured.unwrap_or(waiting.fallback);
-                }
-            }
-        }
-        activity
-    }
-
     /// The workloads running now.
     pub fn live(&self) -> impl Iterator<Item = &Workload> {
-        self.live.values()
+        self.live.iter().map(|a| &a.workload)
     }
 
     /// Workloads never followed because [`MAX_LIVE`] were already.
@@ -302,18 +330,71 @@ impl Accounts {
     }
 }
 
+impl Account {
+    fn open(group: &Group, now: SystemTime) -> Account {
+        Account {
+            workload: Workload::new(
+                group.key.clone(),
+                WorkloadAttributes::default(),
+                now,
+                now,
+                DeviceUsages::default(),
+            ),
+            seen: 0,
+        }
+    }
+}
+
+/// The GPU's SM activity for this tick's interval: GPM's figure (which
+/// also settles the intervals waiting for it), else utilization on a
+/// GPU without GPM or whose GPM stayed silent too long; `None` while a
+/// GPU with GPM waits for its next figure.
+fn sm_activity(live: &mut [Account], state: &mut GpuState, gpu: &GpuSnapshot) -> Option<f64> {
+    let measured = ratio(gpu.gpm.sm_active_ratio());
+    let fallback = ratio(gpu.readings.utilization_gpu_ratio).unwrap_or(0.0);
+    let activity = match measured {
+        Some(value) => {
+            state.gpm_gaps = 0;
+            Some(value)
+        }
+        None if gpu.gpm.supported == Some(true) => {
+            state.gpm_gaps = state.gpm_gaps.saturating_add(1);
+            (state.gpm_gaps > GPM_GAP_MAX).then_some(fallback)
+        }
+        None => Some(fallback),
+    };
+    if activity.is_some() {
+        for waiting in std::mem::take(&mut state.pending) {
+            // Gone already (ended and handed to history): not charged.
+            let found = live.binary_search_by(|a| a.workload.key.cmp(&waiting.key));
+            if let Ok(at) = found {
+                let usage = live[at].workload.devices.usage_mut(waiting.device);
+                usage.sm_active_seconds += waiting.weight * measured.unwrap_or(waiting.fallback);
+            }
+        }
+    }
+    activity
+}
+
+/// Where `group`'s account is among the sorted live ones, or would be.
+fn find(live: &[Account], group: &Group) -> Result<usize, usize> {
+    live.binary_search_by(|a| a.workload.key.cmp(&group.key))
+}
+
+/// An ended workload as the tables keep it: its use in a block of its own,
+/// so that each table shares it rather than copies it.
+fn frozen(workload: &Workload) -> Workload {
+    let block: Arc<[(Device, Usage)]> = workload.devices.as_slice().into();
+    Workload {
+        identity: workload.identity.clone(),
+        last_seen: workload.last_seen,
+        devices: DeviceUsages::shared(&block, 0..block.len()),
+    }
+}
+
 /// `value` as a ratio 0..1; `None` when absent or not a number.
 fn ratio(value: Option<f64>) -> Option<f64> {
     value.filter(|r| r.is_finite()).map(|r| r.clamp(0.0, 1.0))
-}
-
-/// One workload's processes on one device at one snapshot.
-struct Group {
-    attributes: WorkloadAttributes,
-    /// Sum of its processes' SM utilization.
-    sm: f64,
-    /// Sum of its processes' memory, bytes.
-    memory: u64,
 }
 
 #[cfg(test)]

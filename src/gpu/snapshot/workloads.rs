@@ -2,10 +2,12 @@
 //! a Kubernetes pod, a container, a plain process) and what they used.
 //! Computed by [`crate::workload`]; every reader takes them from here.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::Serialize;
+
+pub use super::device_usages::DeviceUsages;
 
 /// What kind of thing a workload is; the most specific one known wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -146,9 +148,10 @@ pub struct Device {
     pub gpu_instance_id: Option<u32>,
 }
 
-/// One workload: who, since when, and what it used of each device.
+/// Who a workload is: kind, id, what is known of it, since when. Changes
+/// rarely (when its processes do), so snapshots share it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Workload {
+pub struct WorkloadIdentity {
     /// Kind and id.
     pub key: WorkloadKey,
     /// User, account, namespace, ... as last seen.
@@ -156,15 +159,59 @@ pub struct Workload {
     /// First seen on a GPU.
     #[serde(serialize_with = "super::unix_seconds")]
     pub started: SystemTime,
+}
+
+/// One workload: who, since when, and what it used of each device. Reads
+/// through to its [`WorkloadIdentity`] (`workload.key`,
+/// `workload.attributes`, `workload.started`), which is shared between
+/// snapshots and copied on write.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workload {
+    /// Kind, id, attributes, start.
+    #[serde(flatten)]
+    pub identity: Arc<WorkloadIdentity>,
     /// Last seen on a GPU (its end, once it ended).
     #[serde(serialize_with = "super::unix_seconds")]
     pub last_seen: SystemTime,
     /// Use per device.
-    #[serde(serialize_with = "device_list")]
-    pub devices: BTreeMap<Device, Usage>,
+    pub devices: DeviceUsages,
+}
+
+impl std::ops::Deref for Workload {
+    type Target = WorkloadIdentity;
+
+    fn deref(&self) -> &WorkloadIdentity {
+        &self.identity
+    }
+}
+
+impl std::ops::DerefMut for Workload {
+    /// Its own identity, copied first where a snapshot shares it.
+    fn deref_mut(&mut self) -> &mut WorkloadIdentity {
+        Arc::make_mut(&mut self.identity)
+    }
 }
 
 impl Workload {
+    /// A workload from its parts.
+    pub fn new(
+        key: WorkloadKey,
+        attributes: WorkloadAttributes,
+        started: SystemTime,
+        last_seen: SystemTime,
+        devices: impl Into<DeviceUsages>,
+    ) -> Workload {
+        Workload {
+            identity: Arc::new(WorkloadIdentity {
+                key,
+                attributes,
+                started,
+            }),
+            last_seen,
+            devices: devices.into(),
+        }
+    }
+
     /// Use summed over its devices (the peak memory is the largest of one
     /// device's).
     pub fn total(&self) -> Usage {
@@ -186,24 +233,4 @@ pub struct WorkloadTable {
     pub ended: Vec<Workload>,
     /// Workloads never followed because the live set was full.
     pub left_out: u64,
-}
-
-/// Devices as a JSON list (a JSON object's keys cannot be structs): each
-/// device's `gpu`, `gpu_instance_id` and usage side by side.
-fn device_list<S: serde::Serializer>(
-    devices: &BTreeMap<Device, Usage>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Entry<'a> {
-        #[serde(flatten)]
-        device: &'a Device,
-        #[serde(flatten)]
-        usage: &'a Usage,
-    }
-    s.collect_seq(
-        devices
-            .iter()
-            .map(|(device, usage)| Entry { device, usage }),
-    )
 }

@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -210,4 +211,141 @@ fn ticks_without_gpm_are_charged_with_gpms_next_figure_not_utilization() {
     assert!((run(5) - expected).abs() < 1e-9, "{}", run(5));
     // GPM never answers: utilization throughout.
     assert!((run(u32::MAX) - 10.0).abs() < 1e-9, "{}", run(u32::MAX));
+}
+
+/// A pod's process holding its GPU through DRA claim device `device`.
+fn pod_process(pid: u32, device: &str) -> GpuProcess {
+    GpuProcess {
+        pid,
+        used_memory_bytes: Some(64),
+        sm_utilization_ratio: Some(0.25),
+        pod: Some(Arc::new(crate::gpu::PodContainer {
+            namespace: "ml".into(),
+            pod: "trainer-0".into(),
+            container: "main".into(),
+        })),
+        dra_claim: Some(Arc::new(crate::gpu::DraClaim {
+            namespace: "ml".into(),
+            name: "gpus".into(),
+            driver: "gpu.nvidia.com".into(),
+            pool: "node".into(),
+            device: device.into(),
+        })),
+        ..GpuProcess::default()
+    }
+}
+
+/// The process lists of GPUs 0, 1 and 2 in each of three phases: jobs and
+/// a pod coming and going, GPUs shared.
+fn phase_lists(phase: u32) -> Vec<Vec<GpuProcess>> {
+    let plain = GpuProcess {
+        pid: 13,
+        name: Some("python3".into()),
+        used_memory_bytes: Some(9),
+        ..GpuProcess::default()
+    };
+    match phase {
+        0 => vec![
+            vec![
+                job_process(10, 7, Some(0.3), 100),
+                job_process(11, 8, Some(0.1), 50),
+            ],
+            vec![job_process(12, 7, Some(0.2), 70), plain],
+            vec![pod_process(14, "gpu-2"), job_process(15, 9, None, 10)],
+        ],
+        1 => vec![
+            vec![job_process(10, 7, Some(0.3), 150)],
+            vec![plain, pod_process(16, "gpu-1")],
+            vec![pod_process(14, "gpu-2")],
+        ],
+        _ => vec![
+            Vec::new(),
+            vec![job_process(12, 7, Some(0.2), 70)],
+            vec![job_process(15, 9, None, 10), pod_process(14, "gpu-2")],
+        ],
+    }
+}
+
+/// Folding between process reads (the sampler shares an unchanged process
+/// list between snapshots, and the fold then only adds by index) gives
+/// exactly what grouping every snapshot afresh gives: through process
+/// changes, a GPU lost and back, workloads ending and coming back, GPM
+/// gaps, a pod's DRA claims on two GPUs.
+#[test]
+fn folding_by_index_between_process_reads_changes_no_figure() {
+    let (mut shared, mut fresh) = (Accounts::default(), Accounts::default());
+    let mut lists: Vec<Arc<Vec<GpuProcess>>> = Vec::new();
+    let mut ended = 0;
+    for second in 0..45u32 {
+        if second % 5 == 0 {
+            lists = phase_lists(second / 5 % 3)
+                .into_iter()
+                .map(Arc::new)
+                .collect();
+        }
+        let gpus = |copy: bool| -> Vec<GpuSnapshot> {
+            (0..3u32)
+                .map(|i| {
+                    let energy = f64::from(second * (100 + i));
+                    let sm_active = 0.5 + 0.1 * f64::from(i);
+                    let mut gpu = busy_gpu(i, Vec::new(), sm_active, energy);
+                    let list = &lists[i as usize];
+                    gpu.processes = if copy {
+                        Arc::new(list.as_ref().clone())
+                    } else {
+                        list.clone()
+                    };
+                    if i == 1 && (12..14).contains(&second) {
+                        gpu.status = GpuStatus::Lost {
+                            reason: "gpu_lost".into(),
+                        };
+                    }
+                    if i == 2 && (3..5).contains(&second) {
+                        Arc::make_mut(&mut gpu.gpm).gpu = None;
+                    }
+                    gpu
+                })
+                .collect()
+        };
+        let a = shared.step(&snapshot(at(f64::from(second)), gpus(false)));
+        let b = fresh.step(&snapshot(at(f64::from(second)), gpus(true)));
+        assert_eq!(a, b, "ended at second {second}");
+        ended += a.len();
+        assert_eq!(shared.table(), fresh.table(), "table at second {second}");
+        assert_eq!(shared.left_out(), fresh.left_out());
+    }
+    assert!(ended >= 3, "workloads ended and came back: {ended}");
+    let table = shared.table();
+    let pod = table
+        .live
+        .iter()
+        .find(|w| w.key.kind == WorkloadKind::Pod)
+        .expect("the pod runs");
+    assert_eq!(pod.attributes.dra_claims.len(), 2, "{pod:?}");
+    assert!(table.live.iter().all(|w| w.total().gpu_seconds > 0.0));
+}
+
+/// Between process reads the tables of successive snapshots share each
+/// workload's identity (no string is copied) and differ in the figures.
+#[test]
+fn tables_share_identities_between_process_reads() {
+    let mut accounts = Accounts::default();
+    let list = Arc::new(vec![job_process(10, 7, None, 5)]);
+    let tick = |accounts: &mut Accounts, second: u32| {
+        let mut gpu = busy_gpu(0, Vec::new(), 0.5, f64::from(second) * 300.0);
+        gpu.processes = list.clone();
+        accounts.step(&snapshot(at(f64::from(second)), vec![gpu]));
+        accounts.table()
+    };
+    let first = tick(&mut accounts, 0);
+    let second = tick(&mut accounts, 1);
+    assert!(Arc::ptr_eq(
+        &first.live[0].identity,
+        &second.live[0].identity
+    ));
+    assert_eq!(first.live[0].total().gpu_seconds, 0.0);
+    let usage = second.live[0].total();
+    assert_eq!((usage.gpu_seconds, usage.sm_active_seconds), (1.0, 0.5));
+    assert_eq!(usage.energy_joules, 300.0);
+    assert_eq!(usage.peak_memory_bytes, 5);
 }
