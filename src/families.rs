@@ -70,15 +70,53 @@ impl<'a> Family<'a> {
     }
 
     /// Writes the family; nothing when it has no series.
-    pub fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+    pub fn encode(&self, sink: &mut impl Sink) -> fmt::Result {
         if self.series.is_empty() {
             return Ok(());
         }
-        let mut family =
-            encoder.encode_descriptor(self.name, self.help, self.unit.as_ref(), self.kind)?;
-        for (labels, value) in &self.series {
+        sink.family(self)
+    }
+
+    /// The name, without prefix, unit or `_total`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The help text.
+    pub fn help(&self) -> &'static str {
+        self.help
+    }
+
+    /// The unit, appended to the name.
+    pub fn unit(&self) -> Option<&Unit> {
+        self.unit.as_ref()
+    }
+
+    /// Gauge, counter or untyped.
+    pub fn kind(&self) -> MetricType {
+        self.kind
+    }
+
+    /// The series gathered, in order.
+    pub fn series(&self) -> &[(Labels<'a>, f64)] {
+        &self.series
+    }
+}
+
+/// Where families are written: `prometheus_client`'s encoder (the compat
+/// sets, the other components' collectors), or the direct text writer of
+/// the per-GPU part ([`super::text::TextSink`]); both write the same bytes.
+pub trait Sink {
+    /// Writes one family that has series.
+    fn family(&mut self, family: &Family<'_>) -> fmt::Result;
+}
+
+impl Sink for DescriptorEncoder<'_> {
+    fn family(&mut self, f: &Family<'_>) -> fmt::Result {
+        let mut family = self.encode_descriptor(f.name, f.help, f.unit.as_ref(), f.kind)?;
+        for (labels, value) in &f.series {
             let metric = family.encode_family(labels)?;
-            match self.kind {
+            match f.kind {
                 MetricType::Counter => ConstCounter::new(*value).encode(metric)?,
                 _ => ConstGauge::new(*value).encode(metric)?,
             }
@@ -102,7 +140,7 @@ macro_rules! families {
             }
             fn encode(
                 &self,
-                encoder: &mut ::prometheus_client::encoding::DescriptorEncoder,
+                encoder: &mut impl $crate::families::Sink,
             ) -> ::std::fmt::Result {
                 $( self.$field.encode(encoder)?; )*
                 Ok(())

@@ -35,14 +35,16 @@ pub(super) struct Encoded {
 }
 
 impl Encoded {
-    /// The fixed parts deflated (once, at the first gzip scrape).
+    /// The fixed parts deflated (once, at the first gzip scrape); a small
+    /// part (the compat one is empty unless asked for) in stored blocks,
+    /// which spares resetting the compressor's tables for it.
     pub fn deflated(&self) -> Option<&[Piece; 2]> {
         self.deflated
             .get_or_init(|| {
                 let [a, b] = &self.text;
                 Some([
-                    Piece::deflate(a.as_bytes()).ok()?,
-                    Piece::deflate(b.as_bytes()).ok()?,
+                    Piece::small(a.as_bytes()).ok()?,
+                    Piece::small(b.as_bytes()).ok()?,
                 ])
             })
             .as_ref()

@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use prometheus_client::encoding::DescriptorEncoder;
+use crate::families::Sink;
 
 use crate::gpu::fabric::{FabricHealth, FabricState};
 use crate::gpu::Snapshot;
@@ -19,7 +19,7 @@ use crate::gpu::Snapshot;
 use crate::families::{flag, ids, with, Family};
 
 /// Encodes the fabric families of `snapshot`.
-pub fn encode(snapshot: &Snapshot, encoder: &mut DescriptorEncoder) -> fmt::Result {
+pub fn encode(snapshot: &Snapshot, encoder: &mut impl Sink) -> fmt::Result {
     let mut state = Family::gauge(
         "fabric_state",
         "NVLink fabric registration of the GPU with the fabric manager: one series per state (not_started, in_progress, completed), the current one at 1; absent without a fabric.",

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use prometheus_client::encoding::DescriptorEncoder;
+use crate::families::Sink;
 
 use crate::gpu::gpm::GpmMetrics;
 use crate::gpu::{GpuSnapshot, Snapshot};
@@ -101,7 +101,7 @@ impl<'a> Activity<'a> {
         }
     }
 
-    fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+    fn encode(&self, encoder: &mut impl Sink) -> fmt::Result {
         for family in &self.ratios {
             family.encode(encoder)?;
         }
@@ -112,7 +112,7 @@ impl<'a> Activity<'a> {
 
 /// Encodes the GPM families of `snapshot`; the per-pipe, per-engine and
 /// per-link ones only with their detail sets.
-pub fn encode(snapshot: &Snapshot, detail: Detail, encoder: &mut DescriptorEncoder) -> fmt::Result {
+pub fn encode(snapshot: &Snapshot, detail: Detail, encoder: &mut impl Sink) -> fmt::Result {
     let mut supported = Family::gauge(
         "gpm_supported",
         "Whether the GPU has GPM (1; Hopper and newer) or not (0): where it has, the gpuwatch_gpm_* families hold its SM-level figures.",

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use prometheus_client::encoding::DescriptorEncoder;
+use crate::families::Sink;
 
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus, Snapshot};
@@ -22,7 +22,7 @@ pub fn encode(
     options: &super::process_metrics::ProcessExport,
     escalated: &crate::health::escalation::Escalated,
     detail: Detail,
-    encoder: &mut DescriptorEncoder,
+    encoder: &mut impl Sink,
 ) -> fmt::Result {
     let mut f = Families::new();
     for gpu in &snapshot.gpus {

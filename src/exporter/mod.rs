@@ -21,6 +21,7 @@ pub mod process_metrics;
 pub mod self_metrics;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod text;
 pub mod workload_metrics;
 
 use std::fmt;
@@ -140,6 +141,9 @@ pub struct Exporter {
     fixed_sizes: [SizeHint; 2],
     /// The detail sets exported besides the default families.
     detail: detail::Detail,
+    /// Whether the per-GPU part is written by [`text::TextSink`] (false:
+    /// through `prometheus_client`'s encoder, the benchmark's baseline).
+    direct_text: bool,
 }
 
 impl Exporter {
@@ -170,6 +174,7 @@ impl Exporter {
             escalations: Default::default(),
             fixed_sizes: Default::default(),
             detail: detail::Detail::NONE,
+            direct_text: true,
         }
     }
 
@@ -212,11 +217,21 @@ impl Exporter {
         self.escalations = source;
     }
 
-    /// Encodes everything at each scrape and gzips the whole body, as
-    /// gpuwatch did before the per-snapshot cache: the baseline the scrape
-    /// benchmark compares with. The bytes served are the same.
+    /// Encodes everything at each scrape through `prometheus_client`'s
+    /// encoder and gzips the whole body, as gpuwatch did before the
+    /// per-snapshot cache and the direct text writer: the baseline the
+    /// scrape benchmark compares with. The bytes served are the same.
     pub fn encode_per_scrape(mut self) -> Exporter {
         self.cache = None;
+        self.direct_text = false;
+        self
+    }
+
+    /// Writes the per-GPU part through `prometheus_client`'s encoder, as
+    /// gpuwatch did before [`text::TextSink`]: the baseline of the scrape
+    /// benchmark's scrapes that each meet a new snapshot. Same bytes.
+    pub fn with_prometheus_client_encoder(mut self) -> Exporter {
+        self.direct_text = false;
         self
     }
 
@@ -306,18 +321,32 @@ impl Exporter {
                     .with_hpc_job(self.compat_hpc_job),
             ));
         }
-        let mut gpus = Registry::with_prefix("gpuwatch");
-        gpus.register_collector(Box::new(GpuCollector {
+        let gpus = GpuCollector {
             snapshot: snapshot.clone(),
             processes: self.processes.clone(),
             escalated: self.escalations.current(),
             detail: self.detail,
-        }));
+        };
         let [compat_size, gpus_size] = &self.fixed_sizes;
-        Ok([
-            encode_sized(&compat, format, compat_size)?,
-            encode_sized(&gpus, format, gpus_size)?,
-        ])
+        let compat = encode_sized(&compat, format, compat_size)?;
+        if !self.direct_text {
+            // The baseline: through prometheus_client's encoder, as before.
+            let mut registry = Registry::with_prefix("gpuwatch");
+            registry.register_collector(Box::new(gpus));
+            return Ok([compat, encode_sized(&registry, format, gpus_size)?]);
+        }
+        let last = gpus_size.0.load(Ordering::Relaxed);
+        let mut sink = text::TextSink::new(format, "gpuwatch", last + last / 8);
+        gpu_metrics::encode(
+            &gpus.snapshot,
+            &gpus.processes,
+            &gpus.escalated,
+            gpus.detail,
+            &mut sink,
+        )?;
+        let gpus = sink.finish();
+        gpus_size.0.store(gpus.len(), Ordering::Relaxed);
+        Ok([compat, gpus])
     }
 
     /// The parts read at each scrape, in body order: `process_*`; the self

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use prometheus_client::encoding::DescriptorEncoder;
+use crate::families::Sink;
 
 use crate::capacity::{self, CapacityConfig};
 use crate::gpu::{GpuProcess, GpuSnapshot, Snapshot};
@@ -58,7 +58,7 @@ pub fn encode(
     snapshot: &Snapshot,
     options: &ProcessExport,
     detail: Detail,
-    encoder: &mut DescriptorEncoder,
+    encoder: &mut impl Sink,
 ) -> fmt::Result {
     let mut f = Families::new();
     let per_process = detail.has(DetailSet::Processes);
@@ -248,6 +248,7 @@ mod tests {
     use std::time::SystemTime;
 
     use prometheus_client::collector::Collector;
+    use prometheus_client::encoding::DescriptorEncoder;
     use prometheus_client::registry::Registry;
 
     use super::*;

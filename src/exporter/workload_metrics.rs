@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use prometheus_client::encoding::DescriptorEncoder;
+use crate::families::Sink;
 
 use crate::gpu::{Device, Snapshot, Workload, WorkloadKind};
 
@@ -27,11 +27,7 @@ families! {
 
 /// Encodes the workload families of `snapshot`; plain processes only when
 /// `processes` (the per-process detail) is on.
-pub fn encode(
-    snapshot: &Snapshot,
-    processes: bool,
-    encoder: &mut DescriptorEncoder,
-) -> fmt::Result {
+pub fn encode(snapshot: &Snapshot, processes: bool, encoder: &mut impl Sink) -> fmt::Result {
     let mut f = Families::new();
     let table = &snapshot.workloads;
     for workload in table.live.iter().chain(&table.ended) {
@@ -85,6 +81,8 @@ fn labels<'a>(workload: &'a Workload, device: &Device) -> Labels<'a> {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    use prometheus_client::encoding::DescriptorEncoder;
     use std::sync::Arc;
     use std::time::{Duration, SystemTime};
 
