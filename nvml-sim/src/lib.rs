@@ -14,7 +14,6 @@ pub mod ffi;
 pub mod pid_map;
 mod rng;
 pub mod scenario;
-pub mod timeline;
 
 pub use engine::Engine;
 pub use scenario::{Scenario, ScenarioError};

@@ -7,10 +7,10 @@
 //! of its timeline over [t1, t2] (the rate itself when t1 = t2).
 
 use super::counters::Integrator;
+use super::signal::Signal;
 use super::Unavailable;
 use crate::rng;
 use crate::scenario::gpm::GpmSpec;
-use crate::timeline::Signal;
 use std::ffi::CString;
 use std::sync::{Arc, OnceLock};
 

@@ -8,11 +8,12 @@ use super::counters::Integrator;
 use super::gpm::GpmSim;
 use super::nvlink::NvLinkSim;
 use super::processes::{ExplicitProcess, Pool, ProcessSample};
+use super::signal::Signal;
 use super::Unavailable;
 use crate::rng;
 use crate::scenario::schema::{GpuSpec, ProcessKind};
+use crate::scenario::timeline::TimelineSpec;
 use crate::scenario::{Fault, FaultEffect, Feature, GpuConfig};
-use crate::timeline::{Signal, TimelineSpec};
 use toml::Spanned;
 
 mod clocks;

@@ -3,6 +3,7 @@
 //! The engine is a pure function of the scenario and t (plus caches); the FFI
 //! layer only translates its answers into NVML calls.
 
+mod checkpoints;
 pub mod counters;
 pub mod fields;
 pub mod gpm;
@@ -10,6 +11,7 @@ mod gpu;
 pub mod kmsg;
 pub mod nvlink;
 pub mod processes;
+pub mod signal;
 
 pub use fields::FieldValue;
 pub use gpu::{

@@ -1,7 +1,7 @@
 //! `[gpu.gpm]` (and `[gpu.mig_instances.gpm]`): the GPM activity timelines
 //! of a Hopper-or-newer GPU or of one of its MIG GPU instances.
 
-use crate::timeline::TimelineSpec;
+use super::timeline::TimelineSpec;
 use serde::Deserialize;
 use toml::Spanned;
 

@@ -10,6 +10,7 @@ mod identity;
 pub mod kernel_log;
 pub mod schema;
 pub mod steps;
+pub mod timeline;
 
 pub use error::ScenarioError;
 pub use feature::Feature;
