@@ -167,7 +167,10 @@ mod tests {
             steps = 0;
             assert_eq!(read(&mut seq, k, &mut steps), k * (k + 1) / 2);
             let expected = if k % 1024 == 0 { 0 } else { 1 };
-            assert_eq!(steps, expected, "step {k}: a checkpoint or one step from the last read");
+            assert_eq!(
+                steps, expected,
+                "step {k}: a checkpoint or one step from the last read"
+            );
         }
         // Before the last read behind: from the checkpoint again.
         steps = 0;

@@ -10,6 +10,7 @@ pub mod gpm;
 mod gpu;
 pub mod kmsg;
 pub mod nvlink;
+pub mod pid_map;
 pub mod processes;
 pub mod signal;
 

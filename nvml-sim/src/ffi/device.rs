@@ -2,10 +2,11 @@
 //! PCIe, encoder/decoder, modes, field values and violation time (ECC in
 //! `ecc.rs`, process lists in `processes.rs`).
 
-use super::calls::{guard, Func};
+use super::calls::guard;
 use super::out::{epoch_us, fill_array, out, write_str};
 use super::state::{self, on_gpu, with_device};
 use crate::engine::{FieldValue, Unavailable, Violation};
+use crate::functions::Func;
 use crate::scenario::Feature;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong};

@@ -1,8 +1,9 @@
 //! ECC exports: ECC mode, error totals, retired pages and remapped rows.
 
-use super::calls::{guard, Func, NvmlResult};
+use super::calls::{guard, NvmlResult};
 use super::out::out;
 use super::state::on_gpu;
+use crate::functions::Func;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_uint, c_ulonglong};
 

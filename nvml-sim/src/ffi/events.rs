@@ -1,8 +1,9 @@
 //! Event sets: Xid and ECC events delivered from the scenario's faults.
 
-use super::calls::{guard, Func};
+use super::calls::guard;
 use super::out::out;
 use super::state::{self, with_device};
+use crate::functions::Func;
 use nvml_wrapper_sys::bindings::*;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_uint, c_ulonglong};

@@ -7,10 +7,11 @@
 //! INVALID_ARGUMENT: samples of different GPUs or instances, and samples
 //! given newest first (sample2 must not be older than sample1).
 
-use super::calls::{guard, Func, NvmlResult};
+use super::calls::{guard, NvmlResult};
 use super::out::out;
 use super::state::{self, on_gpu, with_device, MAX_DEVICES};
 use crate::engine::Unavailable;
+use crate::functions::Func;
 use crate::scenario::Feature;
 use nvml_wrapper_sys::bindings::*;
 use std::collections::HashMap;
@@ -203,7 +204,7 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(request: *mut nvmlGpmMetricsGet_t) ->
                 Ok(value) => (m.value, m.nvmlReturn) = (value, nvmlReturn_enum_NVML_SUCCESS),
                 Err(why) => (m.value, m.nvmlReturn) = (0.0, state::code(why)),
             }
-            m.metricInfo = match crate::engine::gpm::info(m.metricId) {
+            m.metricInfo = match crate::gpm_metrics::info(m.metricId) {
                 Some((short, long, unit)) => nvmlGpmMetric_t__bindgen_ty_1 {
                     shortName: short.as_ptr().cast_mut(),
                     longName: long.as_ptr().cast_mut(),

@@ -8,10 +8,11 @@
 //! modelled and answer 0. A GPU handle, and a MIG instance whose profile
 //! names no slice count, answer NOT_SUPPORTED.
 
-use super::calls::{guard, Func};
+use super::calls::guard;
 use super::out::out;
 use super::sharing::mig_memory;
 use super::state;
+use crate::functions::Func;
 use nvml_wrapper_sys::bindings::*;
 
 /// The GPU-instance slice count a profile name starts with ("3g.40gb" → 3),

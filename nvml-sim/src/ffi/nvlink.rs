@@ -1,8 +1,9 @@
 //! NVLink and GPU fabric exports.
 
-use super::calls::{guard, Func};
+use super::calls::guard;
 use super::out::{fill_array, out};
 use super::state::on_gpu;
+use crate::functions::Func;
 use crate::scenario::health::RemoteKind;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_uint, c_ulonglong};

@@ -1,8 +1,9 @@
 //! Process-list exports: compute, graphics and MPS client processes.
 
-use super::calls::{guard, Func, NvmlResult};
+use super::calls::{guard, NvmlResult};
 use super::out::out;
 use super::state::on_gpu;
+use crate::functions::Func;
 use crate::scenario::schema::ProcessKind;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::c_uint;

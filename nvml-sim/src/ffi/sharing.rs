@@ -5,10 +5,11 @@
 //! `nvmlDeviceGetMemoryInfo_v2` and `nvmlDeviceGetUUID` ask [`mig_memory`]
 //! and [`mig_uuid`] first.
 
-use super::calls::{guard, Func};
+use super::calls::guard;
 use super::out::{epoch_us, out};
 use super::state::{self, on_gpu, MAX_DEVICES};
 use crate::engine::MigInstance;
+use crate::functions::Func;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_uint, c_ulonglong};
 

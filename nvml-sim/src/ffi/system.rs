@@ -1,27 +1,28 @@
 //! Library lifecycle and system-level queries.
 
-use super::calls::{count, guard, Func};
+use super::calls::{count, guard};
 use super::out::{out, write_str};
-use super::state;
+use super::{lifecycle, state};
+use crate::functions::Func;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, c_int, c_uint, CStr};
 
 /// Initializes the library (reference counted); loads the scenario on the first call.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlInit_v2() -> nvmlReturn_t {
-    guard(Func::nvmlInit_v2, state::init)
+    guard(Func::nvmlInit_v2, lifecycle::init)
 }
 
 /// Same as nvmlInit_v2 (flags are accepted and ignored).
 #[no_mangle]
 pub unsafe extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> nvmlReturn_t {
-    guard(Func::nvmlInitWithFlags, state::init)
+    guard(Func::nvmlInitWithFlags, lifecycle::init)
 }
 
 /// Drops one init reference; the scenario is unloaded at zero.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlShutdown() -> nvmlReturn_t {
-    guard(Func::nvmlShutdown, state::shutdown)
+    guard(Func::nvmlShutdown, lifecycle::shutdown)
 }
 
 /// Static description of a return code.

@@ -136,14 +136,14 @@ impl GpmSpec {
             }
         }
         for (i, id) in self.unsupported.iter().enumerate() {
-            if !crate::engine::gpm::is_metric_id(*id.get_ref()) {
+            if !crate::gpm_metrics::is_metric_id(*id.get_ref()) {
                 return Err((
                     id.span(),
                     format!("unsupported[{i}]"),
                     format!(
                         "{} is not an NVML GPM metric id (nvmlGpmMetricId_t, 1..{})",
                         id.get_ref(),
-                        crate::engine::gpm::METRIC_MAX
+                        crate::gpm_metrics::METRIC_MAX
                     ),
                 ));
             }
