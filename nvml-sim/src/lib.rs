@@ -12,6 +12,11 @@
 //! [`duration`], [`codes`], [`functions`], [`driver_messages`],
 //! [`gpm_metrics`], [`clock`], [`builtin`].
 
+// Every unsafe operation is in an `unsafe` block (also inside `unsafe fn`),
+// and every `unsafe` block says why it holds (`// SAFETY:`).
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod builtin;
 pub mod clock;
 pub mod codes;

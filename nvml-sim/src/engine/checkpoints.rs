@@ -7,11 +7,11 @@
 //! step k costs the steps from the nearest known value below k. What is
 //! kept, so that any read pattern stays cheap:
 //!
-//! - a checkpoint every `interval` steps (a read far back in time walks at
-//!   most `interval` steps);
+//! - a checkpoint every `EVERY` steps (a read far back in time walks at
+//!   most `EVERY` steps);
 //! - the newest step reached going forward (a clock that moves forward costs
 //!   only the new steps);
-//! - the values of the `recent` newest steps (a reader a few steps behind the
+//! - the values of the `RECENT` newest steps (a reader a few steps behind the
 //!   newest one — the GPM integrator summing whole seconds just behind the
 //!   fast tier's "now" — reads them without stepping);
 //! - the last step read behind the newest one (readers that move forward
@@ -19,32 +19,31 @@
 //!   evaluating a walk from t = 0 after "now" was read — step on from
 //!   there instead of from a checkpoint).
 
-/// A sequence computed step by step, with its checkpoints and cursors.
+/// A sequence computed step by step, with its checkpoints and cursors: a
+/// checkpoint every `EVERY` steps, the `RECENT` newest steps kept (both
+/// constants, so that the per-step bookkeeping divides by a constant).
 #[derive(Debug, Clone)]
-pub struct Checkpoints<S> {
-    /// Steps between two checkpoints.
-    interval: u64,
-    /// `saved[i]` is the value at step `i × interval`.
+pub struct Checkpoints<S, const EVERY: u64, const RECENT: usize> {
+    /// `saved[i]` is the value at step `i × EVERY`.
     saved: Vec<S>,
     /// The newest step reached going forward, and its value.
     newest: (u64, S),
-    /// `recent[s % recent.len()]` is the value at step `s`, for the steps in
-    /// `recent_from..=newest.0` (at most `recent.len()` of them).
-    recent: Vec<S>,
+    /// `recent[s % RECENT]` is the value at step `s`, for the steps in
+    /// `recent_from..=newest.0` (at most `RECENT` of them).
+    recent: [S; RECENT],
     recent_from: u64,
     /// The last step read behind the newest one, and its value.
     behind: Option<(u64, S)>,
 }
 
-impl<S: Clone> Checkpoints<S> {
-    /// A sequence starting at `start` (step 0), with a checkpoint every
-    /// `interval` steps (at least 1) and the `recent` newest steps kept.
-    pub fn new(start: S, interval: u64, recent: usize) -> Self {
+impl<S: Clone, const EVERY: u64, const RECENT: usize> Checkpoints<S, EVERY, RECENT> {
+    /// A sequence starting at `start` (step 0).
+    pub fn new(start: S) -> Self {
+        const { assert!(EVERY > 0, "a checkpoint every 0 steps") };
         Checkpoints {
-            interval: interval.max(1),
             saved: vec![start.clone()],
             newest: (0, start.clone()),
-            recent: vec![start; recent],
+            recent: std::array::from_fn(|_| start.clone()),
             recent_from: 0,
             behind: None,
         }
@@ -66,18 +65,16 @@ impl<S: Clone> Checkpoints<S> {
         while step < k {
             next(&mut value, step);
             step += 1;
-            if step % self.interval == 0 && (step / self.interval) as usize == self.saved.len() {
+            if step % EVERY == 0 && (step / EVERY) as usize == self.saved.len() {
                 self.saved.push(value.clone());
             }
-            if forward && !self.recent.is_empty() {
-                let len = self.recent.len() as u64;
-                self.recent[(step % len) as usize].clone_from(&value);
+            if forward && RECENT > 0 {
+                self.recent[step as usize % RECENT].clone_from(&value);
             }
         }
         if forward {
             self.newest = (k, value.clone());
-            let len = self.recent.len() as u64;
-            self.recent_from = self.recent_from.max((k + 1).saturating_sub(len));
+            self.recent_from = self.recent_from.max((k + 1).saturating_sub(RECENT as u64));
         } else {
             self.behind = Some((k, value.clone()));
         }
@@ -86,16 +83,15 @@ impl<S: Clone> Checkpoints<S> {
 
     /// The value at step `k`, where it is one of the newest steps kept.
     fn recent_value(&self, k: u64) -> Option<S> {
-        let len = self.recent.len() as u64;
-        (len > 0 && k >= self.recent_from && k <= self.newest.0)
-            .then(|| self.recent[(k % len) as usize].clone())
+        (RECENT > 0 && k >= self.recent_from && k <= self.newest.0)
+            .then(|| self.recent[k as usize % RECENT].clone())
     }
 
     /// The known step nearest below `k` (which is behind the newest step):
     /// the last step read behind, or the checkpoint below `k`.
     fn start_below(&self, k: u64) -> (u64, S) {
-        let idx = (k / self.interval).min(self.saved.len() as u64 - 1);
-        let checkpoint = idx * self.interval;
+        let idx = (k / EVERY).min(self.saved.len() as u64 - 1);
+        let checkpoint = idx * EVERY;
         match &self.behind {
             Some((step, value)) if *step <= k && *step >= checkpoint => (*step, value.clone()),
             _ => (checkpoint, self.saved[idx as usize].clone()),
@@ -109,11 +105,15 @@ mod tests {
 
     /// A sequence whose steps are counted: x_{s+1} = x_s + s + 1 (so x_k =
     /// k (k + 1) / 2).
-    fn triangle(interval: u64, recent: usize) -> Checkpoints<u64> {
-        Checkpoints::new(0, interval, recent)
+    fn triangle<const EVERY: u64, const RECENT: usize>() -> Checkpoints<u64, EVERY, RECENT> {
+        Checkpoints::new(0)
     }
 
-    fn read(seq: &mut Checkpoints<u64>, k: u64, steps: &mut u64) -> u64 {
+    fn read<const EVERY: u64, const RECENT: usize>(
+        seq: &mut Checkpoints<u64, EVERY, RECENT>,
+        k: u64,
+        steps: &mut u64,
+    ) -> u64 {
         seq.at(k, |x, s| {
             *steps += 1;
             *x += s + 1;
@@ -122,7 +122,7 @@ mod tests {
 
     #[test]
     fn any_read_order_gives_the_sequence() {
-        let mut seq = triangle(16, 4);
+        let mut seq = triangle::<16, 4>();
         let mut steps = 0;
         for k in [500, 3, 499, 17, 16, 1000, 998, 0, 64, 65, 2000] {
             assert_eq!(read(&mut seq, k, &mut steps), k * (k + 1) / 2, "step {k}");
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn forward_reads_cost_only_the_new_steps() {
-        let mut seq = triangle(16, 4);
+        let mut seq = triangle::<16, 4>();
         let mut steps = 0;
         read(&mut seq, 100, &mut steps);
         assert_eq!(steps, 100);
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn the_newest_steps_are_read_without_stepping() {
-        let mut seq = triangle(16, 4);
+        let mut seq = triangle::<16, 4>();
         let mut steps = 0;
         read(&mut seq, 100, &mut steps);
         steps = 0;
@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn a_reader_behind_the_newest_step_steps_on_from_its_last_read() {
-        let mut seq = triangle(1024, 8);
+        let mut seq = triangle::<1024, 8>();
         let mut steps = 0;
         read(&mut seq, 5000, &mut steps);
         steps = 0;
@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn without_recent_steps_the_newest_is_still_kept() {
-        let mut seq = triangle(16, 0);
+        let mut seq = triangle::<16, 0>();
         let mut steps = 0;
         read(&mut seq, 40, &mut steps);
         steps = 0;

@@ -59,7 +59,7 @@ pub struct Integrator<A> {
 #[derive(Debug)]
 struct State<A> {
     /// The integral over [0, k × STEP] at step k.
-    integral: Checkpoints<A>,
+    integral: Checkpoints<A, CHECKPOINT, RECENT>,
     /// The rate at the last step it was evaluated at: a window's end is
     /// the next window's start, so each step's rate would otherwise be
     /// evaluated twice or three times (the partial step of I(t1), the full
@@ -96,7 +96,7 @@ impl<A: Accumulator> Integrator<A> {
     pub fn new(zero: A) -> Self {
         Integrator {
             state: Mutex::new(State {
-                integral: Checkpoints::new(zero, CHECKPOINT, RECENT),
+                integral: Checkpoints::new(zero),
                 rate_at: RateAt(None),
             }),
         }

@@ -14,6 +14,9 @@ const WALK_CHECKPOINT: u64 = 1024;
 /// fast tier's "now") read those instead of stepping again.
 const WALK_RECENT: usize = 8;
 
+/// A random walk's values, step by step.
+type WalkValues = Checkpoints<f64, WALK_CHECKPOINT, WALK_RECENT>;
+
 /// A compiled timeline: a [`TimelineSpec`] bound to a seed, evaluable at any t.
 #[derive(Debug)]
 pub struct Signal {
@@ -27,7 +30,7 @@ enum SignalKind {
     Step(Vec<(f64, f64)>),
     Sine(Sine),
     Square(Square),
-    Walk(RandomWalk, u64, Mutex<Checkpoints<f64>>),
+    Walk(RandomWalk, u64, Mutex<WalkValues>),
     Sum(Vec<Signal>),
 }
 
@@ -42,11 +45,9 @@ impl Signal {
             }
             TimelineSpec::Shape(Shape::Sine(s)) => SignalKind::Sine(s.clone()),
             TimelineSpec::Shape(Shape::Square(s)) => SignalKind::Square(s.clone()),
-            TimelineSpec::Shape(Shape::RandomWalk(w)) => SignalKind::Walk(
-                w.clone(),
-                seed,
-                Mutex::new(Checkpoints::new(w.start, WALK_CHECKPOINT, WALK_RECENT)),
-            ),
+            TimelineSpec::Shape(Shape::RandomWalk(w)) => {
+                SignalKind::Walk(w.clone(), seed, Mutex::new(WalkValues::new(w.start)))
+            }
             TimelineSpec::Shape(Shape::Sum(parts)) => SignalKind::Sum(
                 parts
                     .iter()
@@ -106,7 +107,7 @@ impl Signal {
 
 /// Random walk value at `t`: step `k` moves by `step * u` (u uniform in -1..1),
 /// reflecting at the bounds; linear interpolation between steps.
-fn walk(w: &RandomWalk, seed: u64, values: &Mutex<Checkpoints<f64>>, t: f64) -> f64 {
+fn walk(w: &RandomWalk, seed: u64, values: &Mutex<WalkValues>, t: f64) -> f64 {
     let pos = t.max(0.0) / w.every.secs();
     let k = pos.floor() as u64;
     let frac = pos - k as f64;

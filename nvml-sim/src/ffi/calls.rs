@@ -63,7 +63,9 @@ pub unsafe extern "C" fn nvmlSimCallCount(name: *const c_char) -> u64 {
         if name.is_null() {
             return 0;
         }
-        let name = CStr::from_ptr(name).to_str().unwrap_or("");
+        // SAFETY: `name` is non-null (checked above) and NUL-terminated (the
+        // export's contract), read only during this call.
+        let name = unsafe { CStr::from_ptr(name) }.to_str().unwrap_or("");
         NAMES
             .iter()
             .position(|n| *n == name)

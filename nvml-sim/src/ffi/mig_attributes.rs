@@ -29,7 +29,8 @@ pub unsafe extern "C" fn nvmlDeviceGetAttributes_v2(
     attributes: *mut nvmlDeviceAttributes_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetAttributes_v2, || {
-        let attributes = out(attributes)?;
+        // SAFETY: `attributes` is null or writable (the export's contract, module doc); `out` checks null.
+        let attributes = unsafe { out(attributes) }?;
         let Some(mig) = mig_memory(device)? else {
             state::index_of(device)?;
             return Err(nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED);

@@ -41,7 +41,8 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
 ) -> nvmlReturn_t {
     guard(Func::nvmlSystemGetDriverVersion, || {
         let rt = state::runtime()?;
-        write_str(version, length, rt.engine.scenario().driver_version())
+        // SAFETY: `version` is null or valid for `length` bytes of writes (the export's contract, module doc).
+        unsafe { write_str(version, length, rt.engine.scenario().driver_version()) }
     })
 }
 
@@ -53,13 +54,19 @@ pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
 ) -> nvmlReturn_t {
     guard(Func::nvmlSystemGetNVMLVersion, || {
         let rt = state::runtime()?;
-        write_str(version, length, &rt.engine.scenario().nvml_version)
+        // SAFETY: `version` is null or valid for `length` bytes of writes (the export's contract, module doc).
+        unsafe { write_str(version, length, &rt.engine.scenario().nvml_version) }
     })
 }
 
-fn cuda_version(func: Func, version: *mut c_int) -> nvmlReturn_t {
+/// Shared body of the CUDA driver version calls.
+///
+/// # Safety
+/// `version` must be null or valid for writes of a `c_int`.
+unsafe fn cuda_version(func: Func, version: *mut c_int) -> nvmlReturn_t {
     guard(func, || {
         let rt = state::runtime()?;
+        // SAFETY: `version` is null or writable (this function's contract); `out` checks null.
         *unsafe { out(version) }? = rt.engine.scenario().cuda_driver_version;
         Ok(())
     })
@@ -68,13 +75,15 @@ fn cuda_version(func: Func, version: *mut c_int) -> nvmlReturn_t {
 /// CUDA driver version (e.g. 12040).
 #[no_mangle]
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(version: *mut c_int) -> nvmlReturn_t {
-    cuda_version(Func::nvmlSystemGetCudaDriverVersion, version)
+    // SAFETY: `version` is null or writable (the export's contract, module doc).
+    unsafe { cuda_version(Func::nvmlSystemGetCudaDriverVersion, version) }
 }
 
 /// CUDA driver version (e.g. 12040).
 #[no_mangle]
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> nvmlReturn_t {
-    cuda_version(Func::nvmlSystemGetCudaDriverVersion_v2, version)
+    // SAFETY: `version` is null or writable (the export's contract, module doc).
+    unsafe { cuda_version(Func::nvmlSystemGetCudaDriverVersion_v2, version) }
 }
 
 /// Name of a simulated process (NOT_FOUND for other pids).
@@ -90,7 +99,8 @@ pub unsafe extern "C" fn nvmlSystemGetProcessName(
             .engine
             .process_name(pid, rt.clock.now())
             .ok_or(nvmlReturn_enum_NVML_ERROR_NOT_FOUND)?;
-        write_str(name, length, &found)
+        // SAFETY: `name` is null or valid for `length` bytes of writes (the export's contract, module doc).
+        unsafe { write_str(name, length, &found) }
     })
 }
 
@@ -99,7 +109,8 @@ pub unsafe extern "C" fn nvmlSystemGetProcessName(
 pub unsafe extern "C" fn nvmlDeviceGetCount_v2(device_count: *mut c_uint) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetCount_v2, || {
         let rt = state::runtime()?;
-        *out(device_count)? = rt.engine.gpu_count() as c_uint;
+        // SAFETY: `device_count` is null or writable (the export's contract, module doc); `out` checks null.
+        *unsafe { out(device_count) }? = rt.engine.gpu_count() as c_uint;
         Ok(())
     })
 }
@@ -112,7 +123,8 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetHandleByIndex_v2, || {
         let rt = state::runtime()?;
-        let slot = out(device)?;
+        // SAFETY: `device` is null or writable (the export's contract, module doc); `out` checks null.
+        let slot = unsafe { out(device) }?;
         if index as usize >= rt.engine.gpu_count() {
             return Err(nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT);
         }
@@ -129,11 +141,14 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetHandleByUUID, || {
         let rt = state::runtime()?;
-        let slot = out(device)?;
+        // SAFETY: `device` is null or writable (the export's contract, module doc); `out` checks null.
+        let slot = unsafe { out(device) }?;
         if uuid.is_null() {
             return Err(nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT);
         }
-        let text = CStr::from_ptr(uuid)
+        // SAFETY: `uuid` is non-null (checked above) and NUL-terminated (the
+        // export's contract), read only during this call.
+        let text = unsafe { CStr::from_ptr(uuid) }
             .to_str()
             .map_err(|_| nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT)?;
         let index = rt
