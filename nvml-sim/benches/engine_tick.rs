@@ -12,7 +12,8 @@
 //!
 //! Prints the median µs per tick (per GPU) of each pattern. Compare builds by
 //! running their binaries alternately (see the report of issue 26).
-//! Run: `cargo bench -p nvml-sim --bench engine_tick` (`-- --quick`: fewer rounds).
+//! Run: `cargo bench -p nvml-sim --bench engine_tick` (`-- --quick`: fewer
+//! rounds; `-- --steady`: the steady pattern alone, 20 000 ticks × 9).
 
 use nvml_sim::{builtin, Engine, Scenario};
 use std::hint::black_box;
@@ -33,7 +34,7 @@ fn tick(engine: &Engine, n: u64, t: f64, behinds: &[f64]) {
         for behind in behinds {
             black_box(gpu.gpm_window(None, t - behind, t).ok());
         }
-        if n % 10 == 0 {
+        if n.is_multiple_of(10) {
             for link in 0..18 {
                 black_box(gpu.nvlink_data_kib(link, true, t).ok());
                 black_box(gpu.nvlink_data_kib(link, false, t).ok());
@@ -65,6 +66,16 @@ fn run(ticks: u64, start: f64, behinds: &[f64]) -> f64 {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "--steady") {
+        // The steady pattern alone, longer: its figure is a few µs, so
+        // builds are compared by running this alternately.
+        let mut steady: Vec<f64> = (0..9).map(|_| run(20_000, 5000.0, &[1.0])).collect();
+        println!(
+            "engine_tick h100x8 steady (20000 ticks × 9): {:.3} µs/GPU/tick (median)",
+            median(&mut steady)
+        );
+        return;
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let (ticks, repeats) = if quick { (300, 3) } else { (2000, 7) };
     let mut steady = Vec::new();

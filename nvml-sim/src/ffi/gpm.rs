@@ -181,9 +181,9 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(request: *mut nvmlGpmMetricsGet_t) ->
             return Err(INVALID);
         }
         let rt = state::runtime()?;
-        // SAFETY (this and the reads below): `request` is non-null (checked
-        // above) and points to an nvmlGpmMetricsGet_t (the export's
-        // contract); fields are read by value, without references.
+        // SAFETY: `request` is non-null (checked above) and points to an
+        // nvmlGpmMetricsGet_t (the export's contract); fields are read by
+        // value, without references.
         let version = unsafe { std::ptr::addr_of!((*request).version).read() };
         if version != NVML_GPM_METRICS_GET_VERSION {
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
