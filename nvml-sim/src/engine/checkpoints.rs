@@ -52,6 +52,7 @@ impl<S: Clone, const EVERY: u64, const RECENT: usize> Checkpoints<S, EVERY, RECE
     /// The value at step `k`; `next(x, s)` turns the value at step `s` into
     /// the value at step `s + 1` (it must be the same pure function on every
     /// call: its results are kept).
+    #[inline]
     pub fn at(&mut self, k: u64, mut next: impl FnMut(&mut S, u64)) -> S {
         if let Some(value) = self.recent_value(k) {
             return value;
@@ -82,6 +83,7 @@ impl<S: Clone, const EVERY: u64, const RECENT: usize> Checkpoints<S, EVERY, RECE
     }
 
     /// The value at step `k`, where it is one of the newest steps kept.
+    #[inline]
     fn recent_value(&self, k: u64) -> Option<S> {
         (RECENT > 0 && k >= self.recent_from && k <= self.newest.0)
             .then(|| self.recent[k as usize % RECENT].clone())
@@ -89,6 +91,7 @@ impl<S: Clone, const EVERY: u64, const RECENT: usize> Checkpoints<S, EVERY, RECE
 
     /// The known step nearest below `k` (which is behind the newest step):
     /// the last step read behind, or the checkpoint below `k`.
+    #[cold]
     fn start_below(&self, k: u64) -> (u64, S) {
         let idx = (k / EVERY).min(self.saved.len() as u64 - 1);
         let checkpoint = idx * EVERY;
