@@ -4,17 +4,30 @@
 //! [`ffi`]) and as an rlib exposing the scenario parser ([`Scenario`]), the
 //! simulation [`Engine`] and the shipped scenarios ([`builtin`]). See
 //! `README.md` for the scenario format.
+//!
+//! Dependencies point one way (`tests/layering.rs` checks it):
+//! [`scenario`] (the parsed, checked description) → [`engine`] (the model
+//! that answers "GPU i at time t") → [`ffi`] (the C ABI over the engine).
+//! What more than one layer reads lives in leaves below them all:
+//! [`duration`], [`codes`], [`functions`], [`driver_messages`],
+//! [`gpm_metrics`], [`clock`], [`builtin`].
+
+// Every unsafe operation is in an `unsafe` block (also inside `unsafe fn`),
+// and every `unsafe` block says why it holds (`// SAFETY:`).
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod builtin;
 pub mod clock;
 pub mod codes;
+pub mod driver_messages;
 pub mod duration;
 pub mod engine;
 pub mod ffi;
-pub mod pid_map;
+pub mod functions;
+pub mod gpm_metrics;
 mod rng;
 pub mod scenario;
-pub mod timeline;
 
 pub use engine::Engine;
 pub use scenario::{Scenario, ScenarioError};
@@ -31,7 +44,7 @@ pub const ENV_START: &str = "GPUWATCH_SIM_START";
 /// (`/dev/kmsg` format); unset: no kernel log is written.
 pub const ENV_KMSG: &str = "GPUWATCH_SIM_KMSG";
 /// Env var naming a file of `SCENARIO_PID REAL_PID` pairs: the simulator
-/// reports those scenario processes under real pids (see [`pid_map`]).
+/// reports those scenario processes under real pids (see [`engine::pid_map`]).
 pub const ENV_PID_MAP: &str = "GPUWATCH_SIM_PID_MAP";
 /// File name of the built simulator library.
 pub const LIBRARY_FILE_NAME: &str = "libnvml_sim.so";

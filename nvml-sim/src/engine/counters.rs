@@ -3,15 +3,20 @@
 //!
 //! Each counter is the integral of a rate from t = 0 to t, computed with a
 //! fixed 1 s left-Riemann step, so its value is a pure, monotonic function of
-//! t. Checkpoints every `CHECKPOINT` steps keep a call O(1) amortized, also
-//! when callers ask for earlier times.
+//! t. The running integral is a [`Checkpoints`] sequence (a checkpoint every
+//! `CHECKPOINT` steps, the newest step and the last one read behind it), so a
+//! call is O(1) amortized, also when callers ask for earlier times.
 
+use super::checkpoints::Checkpoints;
 use std::sync::Mutex;
 
 /// Integration step, scenario seconds.
 pub const STEP: f64 = 1.0;
 /// Steps between stored checkpoints.
 const CHECKPOINT: u64 = 256;
+/// Newest integration steps kept: none (a window's start is the previous
+/// window's end, at the cursor, or a step read behind it).
+const RECENT: usize = 0;
 
 /// A vector of counter values: what an [`Integrator`] accumulates.
 pub trait Accumulator: Clone {
@@ -53,25 +58,27 @@ pub struct Integrator<A> {
 
 #[derive(Debug)]
 struct State<A> {
-    /// `checkpoints[i]` = integral over [0, i × CHECKPOINT × STEP].
-    checkpoints: Vec<A>,
-    /// Most recent (step, integral up to that step).
-    last: (u64, A),
+    /// The integral over [0, k × STEP] at step k.
+    integral: Checkpoints<A, CHECKPOINT, RECENT>,
     /// The rate at the last step it was evaluated at: a window's end is
     /// the next window's start, so each step's rate would otherwise be
     /// evaluated twice or three times (the partial step of I(t1), the full
     /// step to I(t2), the partial step of the next window's I(t1)).
-    rate_at: Option<(u64, A)>,
+    rate_at: RateAt<A>,
 }
 
-impl<A: Clone> State<A> {
+/// The rate at one step, kept.
+#[derive(Debug)]
+struct RateAt<A>(Option<(u64, A)>);
+
+impl<A: Clone> RateAt<A> {
     /// The rate at `step`, evaluated once per step in a row.
     fn rate(&mut self, step: u64, rate: &impl Fn(f64) -> A) -> A {
-        match &self.rate_at {
+        match &self.0 {
             Some((at, r)) if *at == step => r.clone(),
             _ => {
                 let r = rate(step as f64 * STEP);
-                self.rate_at = Some((step, r.clone()));
+                self.0 = Some((step, r.clone()));
                 r
             }
         }
@@ -89,9 +96,8 @@ impl<A: Accumulator> Integrator<A> {
     pub fn new(zero: A) -> Self {
         Integrator {
             state: Mutex::new(State {
-                checkpoints: vec![zero.clone()],
-                last: (0, zero),
-                rate_at: None,
+                integral: Checkpoints::new(zero),
+                rate_at: RateAt(None),
             }),
         }
     }
@@ -108,24 +114,14 @@ impl<A: Accumulator> Integrator<A> {
     pub fn integral(&self, t: f64, rate: impl Fn(f64) -> A) -> A {
         let t = t.max(0.0);
         let k = (t / STEP).floor() as u64;
-        let mut state = self.lock();
-        let (mut step, mut acc) = if state.last.0 <= k {
-            state.last.clone()
-        } else {
-            let idx = (k / CHECKPOINT).min(state.checkpoints.len() as u64 - 1);
-            (idx * CHECKPOINT, state.checkpoints[idx as usize].clone())
-        };
-        while step < k {
-            acc.add_scaled(&state.rate(step, &rate), STEP);
-            step += 1;
-            if step % CHECKPOINT == 0 && (step / CHECKPOINT) as usize == state.checkpoints.len() {
-                state.checkpoints.push(acc.clone());
-            }
-        }
-        state.last = (k, acc.clone());
+        let mut guard = self.lock();
+        let State { integral, rate_at } = &mut *guard;
+        let mut acc = integral.at(k, |acc, step| {
+            acc.add_scaled(&rate_at.rate(step, &rate), STEP);
+        });
         let partial = t - k as f64 * STEP;
         if partial > 0.0 {
-            acc.add_scaled(&state.rate(k, &rate), partial);
+            acc.add_scaled(&rate_at.rate(k, &rate), partial);
         }
         acc
     }
@@ -139,12 +135,12 @@ impl<A: Accumulator> Integrator<A> {
         }
         if t2 == t1 {
             let step = (t1.max(0.0) / STEP).floor() as u64;
-            return Some(self.lock().rate(step, &rate));
+            return Some(self.lock().rate_at.rate(step, &rate));
         }
         // t1 first: a caller averaging consecutive windows ([t0, t1], then
         // [t1, t2]) finds I(t1) at the cursor and steps forward to t2 only.
-        // Asking t2 first moved the cursor past t1, so I(t1) walked from the
-        // last checkpoint again: up to CHECKPOINT rate evaluations a window.
+        // Asking t2 first moved the cursor past t1, so I(t1) was read behind
+        // it: from the last read behind or a checkpoint.
         let start = self.integral(t1, &rate);
         let mut avg = self.integral(t2, &rate);
         avg.add_scaled(&start, -1.0);
@@ -200,6 +196,31 @@ mod tests {
             assert!(
                 calls.get() <= 2,
                 "window at {t1} evaluated the rate {} times",
+                calls.get()
+            );
+        }
+    }
+
+    #[test]
+    fn windows_that_start_behind_the_cursor_step_on_from_the_last_one() {
+        // A second reader's window starts 10 s back, after the first moved
+        // the cursor to "now": its start is read behind the cursor, one
+        // step on from its previous start, not from the last checkpoint.
+        let i = Integrator::<[f64; 1]>::default();
+        let calls = std::cell::Cell::new(0u32);
+        let rate = |s: f64| {
+            calls.set(calls.get() + 1);
+            [s]
+        };
+        for t in 1000..1100 {
+            let t = f64::from(t);
+            assert_eq!(i.average(t - 1.0, t, rate), Some([t - 1.0]));
+            calls.set(0);
+            assert_eq!(i.average(t - 10.0, t, rate), Some([t - 5.5]));
+            assert!(
+                t == 1000.0 || calls.get() <= 2,
+                "window [{}, {t}] evaluated the rate {} times",
+                t - 10.0,
                 calls.get()
             );
         }

@@ -8,11 +8,12 @@ use super::counters::Integrator;
 use super::gpm::GpmSim;
 use super::nvlink::NvLinkSim;
 use super::processes::{ExplicitProcess, Pool, ProcessSample};
+use super::signal::Signal;
 use super::Unavailable;
 use crate::rng;
 use crate::scenario::schema::{GpuSpec, ProcessKind};
+use crate::scenario::timeline::TimelineSpec;
 use crate::scenario::{Fault, FaultEffect, Feature, GpuConfig};
-use crate::timeline::{Signal, TimelineSpec};
 use toml::Spanned;
 
 mod clocks;
@@ -21,7 +22,6 @@ mod health;
 mod perf;
 mod readings;
 mod sharing;
-use clocks::COUNTERS;
 pub use clocks::{reasons, Violation};
 pub use ecc::EccState;
 pub use health::{FabricInfo, NvLinkRemote};
@@ -46,6 +46,10 @@ struct Signals {
     decoder_percent: Option<Signal>,
     clocks_event_reasons: Option<Signal>,
 }
+
+/// Slots of the counters integrated from the clocks' state (`gpu/clocks.rs`):
+/// 0 energy (J), 1..=8 reason bits 0x1..0x80, 9 power, 10 thermal.
+const COUNTERS: usize = 11;
 
 /// A simulated GPU.
 #[derive(Debug)]
@@ -239,7 +243,7 @@ impl GpuSim {
         if let Some(pool) = &self.pool {
             all.extend(pool.sample(t));
         }
-        crate::pid_map::apply(&mut all);
+        super::pid_map::apply(&mut all);
         all
     }
 
@@ -253,7 +257,7 @@ impl GpuSim {
 
     /// Name of a simulated process on this GPU.
     pub fn process_name(&self, pid: u32, t: f64) -> Option<String> {
-        let pid = crate::pid_map::scenario_pid(pid);
+        let pid = super::pid_map::scenario_pid(pid);
         self.processes
             .iter()
             .find_map(|p| p.name_of(pid).map(str::to_string))

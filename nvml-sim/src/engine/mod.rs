@@ -3,13 +3,16 @@
 //! The engine is a pure function of the scenario and t (plus caches); the FFI
 //! layer only translates its answers into NVML calls.
 
+mod checkpoints;
 pub mod counters;
 pub mod fields;
 pub mod gpm;
 mod gpu;
 pub mod kmsg;
 pub mod nvlink;
+pub mod pid_map;
 pub mod processes;
+pub mod signal;
 
 pub use fields::FieldValue;
 pub use gpu::{

@@ -2,10 +2,10 @@
 //! error counters, all as functions of scenario time.
 
 use super::counters::Integrator;
+use super::signal::Signal;
 use crate::rng;
 use crate::scenario::health::{NvLinkCounter, NvLinkSpec, RemoteKind, MAX_LINKS};
 use crate::scenario::{Fault, FaultEffect};
-use crate::timeline::Signal;
 
 /// Error counters per link, in nvmlNvLinkErrorCounter_t order.
 const ERRORS_PER_LINK: usize = NvLinkCounter::ALL.len();
@@ -41,10 +41,11 @@ impl NvLinkSim {
     /// Compiles `spec`; `faults` are the GPU's faults (its `nvlink_down` ones apply).
     pub fn new(spec: &NvLinkSpec, faults: &[Fault], seed: u64) -> Self {
         let links = *spec.links.get_ref();
-        let signal = |name: &str, t: &Option<toml::Spanned<crate::timeline::TimelineSpec>>| {
-            t.as_ref()
-                .map(|t| Signal::new(t.get_ref(), rng::mix(seed, rng::hash_str(name))))
-        };
+        let signal =
+            |name: &str, t: &Option<toml::Spanned<crate::scenario::timeline::TimelineSpec>>| {
+                t.as_ref()
+                    .map(|t| Signal::new(t.get_ref(), rng::mix(seed, rng::hash_str(name))))
+            };
         NvLinkSim {
             links,
             version: spec.version,

@@ -1,8 +1,8 @@
 //! Simulated GPU processes: explicit ones and the churning process pool.
 
+use super::signal::Signal;
 use crate::rng;
 use crate::scenario::schema::{PoolSpec, ProcessKind, ProcessSpec};
-use crate::timeline::Signal;
 
 /// One process running on a GPU at some time.
 #[derive(Debug, Clone, PartialEq)]

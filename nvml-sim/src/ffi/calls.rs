@@ -1,5 +1,6 @@
 //! Per-function call counters (one atomic each) and the panic-safe call guard.
 
+use crate::functions::{Func, NAMES};
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -7,103 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Result of an FFI body: `Err` carries the NVML error code.
 pub(crate) type NvmlResult = Result<(), nvmlReturn_t>;
-
-macro_rules! nvml_functions {
-    ($($name:ident),* $(,)?) => {
-        /// Every counted NVML export.
-        #[allow(non_camel_case_types, clippy::enum_variant_names)]
-        #[derive(Debug, Clone, Copy)]
-        pub(crate) enum Func { $($name),* }
-        /// Names of the counted exports, indexed by [`Func`].
-        pub(crate) const NAMES: &[&str] = &[$(stringify!($name)),*];
-    };
-}
-
-nvml_functions!(
-    nvmlInit_v2,
-    nvmlInitWithFlags,
-    nvmlShutdown,
-    nvmlErrorString,
-    nvmlSystemGetDriverVersion,
-    nvmlSystemGetNVMLVersion,
-    nvmlSystemGetCudaDriverVersion,
-    nvmlSystemGetCudaDriverVersion_v2,
-    nvmlSystemGetProcessName,
-    nvmlDeviceGetCount_v2,
-    nvmlDeviceGetHandleByIndex_v2,
-    nvmlDeviceGetHandleByUUID,
-    nvmlDeviceGetIndex,
-    nvmlDeviceGetMinorNumber,
-    nvmlDeviceGetName,
-    nvmlDeviceGetUUID,
-    nvmlDeviceGetSerial,
-    nvmlDeviceGetPciInfo_v3,
-    nvmlDeviceGetMemoryInfo_v2,
-    nvmlDeviceGetMemoryInfo,
-    nvmlDeviceGetUtilizationRates,
-    nvmlDeviceGetTemperature,
-    nvmlDeviceGetTemperatureThreshold,
-    nvmlDeviceGetPowerUsage,
-    nvmlDeviceGetEnforcedPowerLimit,
-    nvmlDeviceGetPowerManagementLimit,
-    nvmlDeviceGetPowerManagementDefaultLimit,
-    nvmlDeviceGetTotalEnergyConsumption,
-    nvmlDeviceGetClockInfo,
-    nvmlDeviceGetMaxClockInfo,
-    nvmlDeviceGetCurrentClocksThrottleReasons,
-    nvmlDeviceGetCurrentClocksEventReasons,
-    nvmlDeviceGetSupportedClocksThrottleReasons,
-    nvmlDeviceGetPerformanceState,
-    nvmlDeviceGetNumFans,
-    nvmlDeviceGetFanSpeed,
-    nvmlDeviceGetFanSpeed_v2,
-    nvmlDeviceGetCurrPcieLinkGeneration,
-    nvmlDeviceGetCurrPcieLinkWidth,
-    nvmlDeviceGetMaxPcieLinkGeneration,
-    nvmlDeviceGetMaxPcieLinkWidth,
-    nvmlDeviceGetEccMode,
-    nvmlDeviceGetTotalEccErrors,
-    nvmlDeviceGetRetiredPages,
-    nvmlDeviceGetRetiredPages_v2,
-    nvmlDeviceGetRetiredPagesPendingStatus,
-    nvmlDeviceGetRemappedRows,
-    nvmlDeviceGetEncoderUtilization,
-    nvmlDeviceGetDecoderUtilization,
-    nvmlDeviceGetComputeMode,
-    nvmlDeviceGetMigMode,
-    nvmlDeviceGetComputeRunningProcesses_v3,
-    nvmlDeviceGetGraphicsRunningProcesses_v3,
-    nvmlDeviceGetMPSComputeRunningProcesses_v3,
-    nvmlDeviceGetFieldValues,
-    nvmlDeviceGetProcessUtilization,
-    nvmlDeviceGetMaxMigDeviceCount,
-    nvmlDeviceGetMigDeviceHandleByIndex,
-    nvmlDeviceGetGpuInstanceId,
-    nvmlDeviceIsMigDeviceHandle,
-    nvmlDeviceGetAttributes_v2,
-    nvmlDeviceGetViolationStatus,
-    nvmlDeviceGetSupportedEventTypes,
-    nvmlEventSetCreate,
-    nvmlDeviceRegisterEvents,
-    nvmlEventSetWait_v2,
-    nvmlEventSetFree,
-    nvmlGpmQueryDeviceSupport,
-    nvmlGpmSampleAlloc,
-    nvmlGpmSampleFree,
-    nvmlGpmSampleGet,
-    nvmlGpmMigSampleGet,
-    nvmlGpmMetricsGet,
-    nvmlGpmQueryIfStreamingEnabled,
-    nvmlGpmSetStreamingEnabled,
-    nvmlDeviceGetNvLinkState,
-    nvmlDeviceGetNvLinkVersion,
-    nvmlDeviceGetNvLinkCapability,
-    nvmlDeviceGetNvLinkRemotePciInfo_v2,
-    nvmlDeviceGetNvLinkErrorCounter,
-    nvmlDeviceGetNvLinkRemoteDeviceType,
-    nvmlDeviceGetGpuFabricInfo,
-    nvmlDeviceGetGpuFabricInfoV,
-);
 
 static COUNTS: [AtomicU64; NAMES.len()] = [const { AtomicU64::new(0) }; NAMES.len()];
 
@@ -159,7 +63,9 @@ pub unsafe extern "C" fn nvmlSimCallCount(name: *const c_char) -> u64 {
         if name.is_null() {
             return 0;
         }
-        let name = CStr::from_ptr(name).to_str().unwrap_or("");
+        // SAFETY: `name` is non-null (checked above) and NUL-terminated (the
+        // export's contract), read only during this call.
+        let name = unsafe { CStr::from_ptr(name) }.to_str().unwrap_or("");
         NAMES
             .iter()
             .position(|n| *n == name)

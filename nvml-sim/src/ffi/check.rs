@@ -25,8 +25,13 @@ unsafe fn write_message(buf: *mut c_char, len: usize, text: &str) {
     while !text.is_char_boundary(n) {
         n -= 1;
     }
-    std::ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), buf, n);
-    *buf.add(n) = 0;
+    // SAFETY: `buf` is valid for `len` bytes of writes (this function's
+    // contract) and `n + 1 <= len`: the text and its NUL fit; a `&str` does
+    // not overlap the caller's buffer.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), buf, n);
+        *buf.add(n) = 0;
+    }
 }
 
 /// Parses the scenario `source` (from `origin`, a file name used in the
@@ -46,21 +51,24 @@ pub unsafe extern "C" fn nvmlSimCheckScenario(
     if source.is_null() || origin.is_null() || message.is_null() || message_len == 0 {
         return SIM_CHECK_BAD_ARGUMENT;
     }
-    let (Ok(source), Ok(origin)) = (
-        CStr::from_ptr(source).to_str(),
-        CStr::from_ptr(origin).to_str(),
-    ) else {
+    // SAFETY: both are non-null (checked above) NUL-terminated strings (this
+    // function's contract), read only while this call runs.
+    let (source, origin) = unsafe { (CStr::from_ptr(source), CStr::from_ptr(origin)) };
+    let (Ok(source), Ok(origin)) = (source.to_str(), origin.to_str()) else {
         return SIM_CHECK_BAD_ARGUMENT;
     };
     let checked = std::panic::catch_unwind(|| Scenario::parse(source, origin).map(|_| ()));
     match checked {
         Ok(Ok(())) => SIM_CHECK_VALID,
         Ok(Err(e)) => {
-            write_message(message, message_len, &e.to_string());
+            // SAFETY: `message` is non-null, valid for `message_len` ≥ 1
+            // bytes of writes (checked above; this function's contract).
+            unsafe { write_message(message, message_len, &e.to_string()) };
             SIM_CHECK_INVALID
         }
         Err(_) => {
-            write_message(message, message_len, "the scenario parser panicked");
+            // SAFETY: as above.
+            unsafe { write_message(message, message_len, "the scenario parser panicked") };
             SIM_CHECK_INVALID
         }
     }
@@ -77,7 +85,9 @@ pub unsafe extern "C" fn nvmlSimBuiltinScenarios(names: *mut c_char, names_len: 
     if names.is_null() || list.len() + 1 > names_len {
         return SIM_CHECK_BAD_ARGUMENT;
     }
-    write_message(names, names_len, &list);
+    // SAFETY: `names` is non-null and valid for `names_len` bytes of writes
+    // (checked above; this function's contract), and `names_len` ≥ 1.
+    unsafe { write_message(names, names_len, &list) };
     SIM_CHECK_VALID
 }
 
@@ -92,6 +102,8 @@ mod tests {
         let source = CString::new(source).expect("no NUL");
         let origin = CString::new(origin).expect("no NUL");
         let mut buf = vec![1 as c_char; len];
+        // SAFETY: NUL-terminated strings and a buffer of `buf.len()` bytes, all
+        // alive for the call.
         let rc = unsafe {
             nvmlSimCheckScenario(
                 source.as_ptr(),
@@ -105,6 +117,7 @@ mod tests {
 
     fn check(source: &str) -> (c_int, String) {
         let (rc, buf) = check_into(source, "broken.toml", 512);
+        // SAFETY: the simulator NUL-terminated `buf` (every outcome writes a message).
         let text = unsafe { CStr::from_ptr(buf.as_ptr()) };
         (rc, text.to_string_lossy().into_owned())
     }
@@ -134,15 +147,18 @@ mod tests {
     fn the_builtin_names_are_listed() {
         let mut buf = vec![0 as c_char; 1024];
         assert_eq!(
+            // SAFETY: a buffer of `buf.len()` bytes, alive for the call.
             unsafe { nvmlSimBuiltinScenarios(buf.as_mut_ptr(), buf.len()) },
             SIM_CHECK_VALID
         );
+        // SAFETY: the call succeeded: it wrote a NUL-terminated list.
         let text = unsafe { CStr::from_ptr(buf.as_ptr()) }
             .to_string_lossy()
             .into_owned();
         assert_eq!(text.split(',').collect::<Vec<_>>(), builtin::NAMES);
         let mut small = vec![0 as c_char; 4];
         assert_eq!(
+            // SAFETY: a buffer of `small.len()` bytes, alive for the call.
             unsafe { nvmlSimBuiltinScenarios(small.as_mut_ptr(), small.len()) },
             SIM_CHECK_BAD_ARGUMENT
         );

@@ -2,10 +2,11 @@
 //! PCIe, encoder/decoder, modes, field values and violation time (ECC in
 //! `ecc.rs`, process lists in `processes.rs`).
 
-use super::calls::{guard, Func};
+use super::calls::guard;
 use super::out::{epoch_us, fill_array, out, write_str};
 use super::state::{self, on_gpu, with_device};
 use crate::engine::{FieldValue, Unavailable, Violation};
+use crate::functions::Func;
 use crate::scenario::Feature;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong};
@@ -21,7 +22,8 @@ macro_rules! getter {
         #[no_mangle]
         pub unsafe extern "C" fn $name(device: nvmlDevice_t, value: *mut $ty) -> nvmlReturn_t {
             guard(Func::$name, || {
-                let value = out(value)?;
+                // SAFETY: `value` is null or writable (the export's contract, module doc); `out` checks null.
+                let value = unsafe { out(value) }?;
                 *value = on_gpu(device, |$gpu, $t| $value)?;
                 Ok(())
             })
@@ -77,6 +79,9 @@ getter!(/// Supported event types.
     nvmlDeviceGetSupportedEventTypes, c_ulonglong, |gpu, t| gpu.check(None, t).map(|()| gpu.supported_events()));
 
 /// Copies a device string (looked up by `text`) into a caller buffer.
+///
+/// # Safety
+/// `buf` must be null or valid for `len` bytes of writes.
 unsafe fn device_str(
     func: Func,
     device: nvmlDevice_t,
@@ -89,7 +94,8 @@ unsafe fn device_str(
             return Err(INVALID);
         }
         let value = on_gpu(device, text)?;
-        write_str(buf, len, &value)
+        // SAFETY: `buf` is null or valid for `len` bytes of writes (this function's contract).
+        unsafe { write_str(buf, len, &value) }
     })
 }
 
@@ -100,9 +106,12 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
     name: *mut c_char,
     length: c_uint,
 ) -> nvmlReturn_t {
-    device_str(Func::nvmlDeviceGetName, device, name, length, |g, _| {
-        Ok(g.config().spec.name.clone())
-    })
+    // SAFETY: the pointer and length are the export's, under its contract (module doc).
+    unsafe {
+        device_str(Func::nvmlDeviceGetName, device, name, length, |g, _| {
+            Ok(g.config().spec.name.clone())
+        })
+    }
 }
 
 /// UUID.
@@ -114,12 +123,16 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
 ) -> nvmlReturn_t {
     if let Ok(Some(mig_uuid)) = super::sharing::mig_uuid(device) {
         return guard(Func::nvmlDeviceGetUUID, || {
-            write_str(uuid, length, &mig_uuid)
+            // SAFETY: `uuid` is null or valid for `length` bytes of writes (the export's contract, module doc).
+            unsafe { write_str(uuid, length, &mig_uuid) }
         });
     }
-    device_str(Func::nvmlDeviceGetUUID, device, uuid, length, |g, _| {
-        Ok(g.config().uuid.clone())
-    })
+    // SAFETY: the pointer and length are the export's, under its contract (module doc).
+    unsafe {
+        device_str(Func::nvmlDeviceGetUUID, device, uuid, length, |g, _| {
+            Ok(g.config().uuid.clone())
+        })
+    }
 }
 
 /// Board serial.
@@ -129,9 +142,12 @@ pub unsafe extern "C" fn nvmlDeviceGetSerial(
     serial: *mut c_char,
     length: c_uint,
 ) -> nvmlReturn_t {
-    device_str(Func::nvmlDeviceGetSerial, device, serial, length, |g, t| {
-        g.serial(t).map(str::to_string)
-    })
+    // SAFETY: the pointer and length are the export's, under its contract (module doc).
+    unsafe {
+        device_str(Func::nvmlDeviceGetSerial, device, serial, length, |g, t| {
+            g.serial(t).map(str::to_string)
+        })
+    }
 }
 
 /// PCI information.
@@ -141,9 +157,12 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
     pci: *mut nvmlPciInfo_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetPciInfo_v3, || {
-        let pci = out(pci)?;
+        // SAFETY: `pci` is null or writable (the export's contract, module doc); `out` checks null.
+        let pci = unsafe { out(pci) }?;
         let config = on_gpu(device, |g, _| Ok(g.config().clone()))?;
-        *pci = std::mem::zeroed();
+        // SAFETY: nvmlPciInfo_t is plain C data (integers and char arrays):
+        // all-zero bytes are a valid value.
+        *pci = unsafe { std::mem::zeroed() };
         pci.domain = 0;
         pci.bus = config.bus;
         pci.device = 0;
@@ -163,7 +182,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     memory: *mut nvmlMemory_v2_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetMemoryInfo_v2, || {
-        let memory = out(memory)?;
+        // SAFETY: `memory` is null or writable (the export's contract, module doc); `out` checks null.
+        let memory = unsafe { out(memory) }?;
         let expected = (std::mem::size_of::<nvmlMemory_v2_t>() | (2 << 24)) as c_uint;
         if memory.version != expected {
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
@@ -189,7 +209,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
     memory: *mut nvmlMemory_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetMemoryInfo, || {
-        let memory = out(memory)?;
+        // SAFETY: `memory` is null or writable (the export's contract, module doc); `out` checks null.
+        let memory = unsafe { out(memory) }?;
         let m = on_gpu(device, |g, t| g.memory(t))?;
         *memory = nvmlMemory_t {
             total: m.total,
@@ -208,7 +229,8 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperature(
     temp: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetTemperature, || {
-        let temp = out(temp)?;
+        // SAFETY: `temp` is null or writable (the export's contract, module doc); `out` checks null.
+        let temp = unsafe { out(temp) }?;
         if sensor != nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU {
             return Err(INVALID);
         }
@@ -225,7 +247,8 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(
     temp: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetTemperatureThreshold, || {
-        let temp = out(temp)?;
+        // SAFETY: `temp` is null or writable (the export's contract, module doc); `out` checks null.
+        let temp = unsafe { out(temp) }?;
         *temp = on_gpu(device, |g, t| g.temperature_threshold(kind, t))?;
         Ok(())
     })
@@ -239,7 +262,8 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
     clock: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetClockInfo, || {
-        let clock = out(clock)?;
+        // SAFETY: `clock` is null or writable (the export's contract, module doc); `out` checks null.
+        let clock = unsafe { out(clock) }?;
         *clock = on_gpu(device, |g, t| g.clock_mhz(kind, t))?;
         Ok(())
     })
@@ -253,7 +277,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
     clock: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetMaxClockInfo, || {
-        let clock = out(clock)?;
+        // SAFETY: `clock` is null or writable (the export's contract, module doc); `out` checks null.
+        let clock = unsafe { out(clock) }?;
         *clock = on_gpu(device, |g, t| g.max_clock_mhz(kind, t))?;
         Ok(())
     })
@@ -267,13 +292,17 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(
     speed: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetFanSpeed_v2, || {
-        let speed = out(speed)?;
+        // SAFETY: `speed` is null or writable (the export's contract, module doc); `out` checks null.
+        let speed = unsafe { out(speed) }?;
         *speed = on_gpu(device, |g, t| g.fan_percent(fan, t))?;
         Ok(())
     })
 }
 
 /// Encoder or decoder utilization with a fixed 167 ms sampling period.
+///
+/// # Safety
+/// `util` and `period` must each be null or valid for writes.
 unsafe fn codec(
     func: Func,
     device: nvmlDevice_t,
@@ -282,7 +311,8 @@ unsafe fn codec(
     feature: Feature,
 ) -> nvmlReturn_t {
     guard(func, || {
-        let (util, period) = (out(util)?, out(period)?);
+        // SAFETY: `util`, `period` are null or writable (this function's contract); `out` checks null.
+        let (util, period) = (unsafe { out(util) }?, unsafe { out(period) }?);
         *util = on_gpu(device, |g, t| {
             if feature == Feature::Encoder {
                 g.encoder(t)
@@ -302,13 +332,16 @@ pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(
     util: *mut c_uint,
     period: *mut c_uint,
 ) -> nvmlReturn_t {
-    codec(
-        Func::nvmlDeviceGetEncoderUtilization,
-        device,
-        util,
-        period,
-        Feature::Encoder,
-    )
+    // SAFETY: the pointers are the export's, under its contract (module doc).
+    unsafe {
+        codec(
+            Func::nvmlDeviceGetEncoderUtilization,
+            device,
+            util,
+            period,
+            Feature::Encoder,
+        )
+    }
 }
 
 /// Decoder utilization, %.
@@ -318,13 +351,16 @@ pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(
     util: *mut c_uint,
     period: *mut c_uint,
 ) -> nvmlReturn_t {
-    codec(
-        Func::nvmlDeviceGetDecoderUtilization,
-        device,
-        util,
-        period,
-        Feature::Decoder,
-    )
+    // SAFETY: the pointers are the export's, under its contract (module doc).
+    unsafe {
+        codec(
+            Func::nvmlDeviceGetDecoderUtilization,
+            device,
+            util,
+            period,
+            Feature::Decoder,
+        )
+    }
 }
 
 /// MIG mode (current and pending).
@@ -335,7 +371,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
     pending: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetMigMode, || {
-        let (current, pending) = (out(current)?, out(pending)?);
+        // SAFETY: `current`, `pending` are null or writable (the export's contract, module doc); `out` checks null.
+        let (current, pending) = (unsafe { out(current) }?, unsafe { out(pending) }?);
         let on = c_uint::from(on_gpu(device, |g, t| g.mig(t))?);
         (*current, *pending) = (on, on);
         Ok(())
@@ -359,7 +396,9 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
             let stamp = epoch_us() as i64;
             let mut batch_us = 0;
             for i in 0..count as usize {
-                let entry = &mut *values.add(i);
+                // SAFETY: `values` is non-null (checked above) and points to
+                // `count` entries (the export's contract); `i < count`.
+                let entry = unsafe { &mut *values.add(i) };
                 let field_us = rt.engine.field_latency_us(entry.fieldId);
                 batch_us += field_us;
                 entry.timestamp = stamp;
@@ -393,7 +432,8 @@ pub unsafe extern "C" fn nvmlDeviceGetViolationStatus(
     time: *mut nvmlViolationTime_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetViolationStatus, || {
-        let time = out(time)?;
+        // SAFETY: `time` is null or writable (the export's contract, module doc); `out` checks null.
+        let time = unsafe { out(time) }?;
         let which = match policy {
             0 => Some(Violation::PowerPolicy),
             1 => Some(Violation::ThermalPolicy),

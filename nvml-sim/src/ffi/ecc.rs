@@ -1,8 +1,9 @@
 //! ECC exports: ECC mode, error totals, retired pages and remapped rows.
 
-use super::calls::{guard, Func, NvmlResult};
+use super::calls::{guard, NvmlResult};
 use super::out::out;
 use super::state::on_gpu;
+use crate::functions::Func;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_uint, c_ulonglong};
 
@@ -19,7 +20,8 @@ pub unsafe extern "C" fn nvmlDeviceGetEccMode(
     pending: *mut nvmlEnableState_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetEccMode, || {
-        let (current, pending) = (out(current)?, out(pending)?);
+        // SAFETY: `current`, `pending` are null or writable (the export's contract, module doc); `out` checks null.
+        let (current, pending) = (unsafe { out(current) }?, unsafe { out(pending) }?);
         let on = if on_gpu(device, |g, t| g.ecc_enabled(t))? {
             ENABLED
         } else {
@@ -39,7 +41,8 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
     counts: *mut c_ulonglong,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetTotalEccErrors, || {
-        let counts = out(counts)?;
+        // SAFETY: `counts` is null or writable (the export's contract, module doc); `out` checks null.
+        let counts = unsafe { out(counts) }?;
         if error_type > 1 || counter_type > 1 {
             return Err(INVALID);
         }
@@ -54,6 +57,10 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
 }
 
 /// Shared body of the retired-pages calls (count query protocol).
+///
+/// # Safety
+/// `count` must be null or valid for reads and writes; `addresses` (and
+/// `timestamps`, where not null) null or valid for `*count` entries.
 unsafe fn retired_pages(
     device: nvmlDevice_t,
     cause: c_uint,
@@ -61,7 +68,8 @@ unsafe fn retired_pages(
     addresses: *mut c_ulonglong,
     timestamps: *mut c_ulonglong,
 ) -> NvmlResult {
-    let count = out(count)?;
+    // SAFETY: `count` is null or writable (this function's contract); `out` checks null.
+    let count = unsafe { out(count) }?;
     if cause > 1 {
         return Err(INVALID);
     }
@@ -75,9 +83,14 @@ unsafe fn retired_pages(
         return Err(INSUFFICIENT);
     }
     for (i, (address, stamp)) in pages.into_iter().enumerate() {
-        *addresses.add(i) = address;
+        // SAFETY: `addresses` is non-null and holds `capacity` ≥ `pages.len()`
+        // entries (checked above; the count protocol of the export's
+        // contract), so `i` is in bounds.
+        unsafe { *addresses.add(i) = address };
         if !timestamps.is_null() {
-            *timestamps.add(i) = stamp;
+            // SAFETY: a non-null `timestamps` has as many entries as
+            // `addresses` (the export's contract).
+            unsafe { *timestamps.add(i) = stamp };
         }
     }
     Ok(())
@@ -92,7 +105,8 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPages(
     addresses: *mut c_ulonglong,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetRetiredPages, || {
-        retired_pages(device, cause, count, addresses, std::ptr::null_mut())
+        // SAFETY: the pointers are the export's, under its contract (module doc); a null `timestamps` is allowed.
+        unsafe { retired_pages(device, cause, count, addresses, std::ptr::null_mut()) }
     })
 }
 
@@ -106,7 +120,8 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPages_v2(
     timestamps: *mut c_ulonglong,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetRetiredPages_v2, || {
-        retired_pages(device, cause, count, addresses, timestamps)
+        // SAFETY: the pointers are the export's, under its contract (module doc); a null `timestamps` is allowed.
+        unsafe { retired_pages(device, cause, count, addresses, timestamps) }
     })
 }
 
@@ -120,7 +135,13 @@ pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
     failure: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetRemappedRows, || {
-        let (corr, unc, pending, failure) = (out(corr)?, out(unc)?, out(pending)?, out(failure)?);
+        // SAFETY: `corr`, `unc`, `pending`, `failure` are null or writable (the export's contract, module doc); `out` checks null.
+        let (corr, unc, pending, failure) = (
+            unsafe { out(corr) }?,
+            unsafe { out(unc) }?,
+            unsafe { out(pending) }?,
+            unsafe { out(failure) }?,
+        );
         let rows = on_gpu(device, |g, t| g.remapped_rows(t))?;
         (*corr, *unc, *pending, *failure) = (rows.0, rows.1, rows.2.into(), rows.3.into());
         Ok(())

@@ -1,8 +1,9 @@
 //! Event sets: Xid and ECC events delivered from the scenario's faults.
 
-use super::calls::{guard, Func};
+use super::calls::guard;
 use super::out::out;
 use super::state::{self, with_device};
+use crate::functions::Func;
 use nvml_wrapper_sys::bindings::*;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_uint, c_ulonglong};
@@ -49,7 +50,8 @@ pub(crate) fn free_all() {
 #[no_mangle]
 pub unsafe extern "C" fn nvmlEventSetCreate(set: *mut nvmlEventSet_t) -> nvmlReturn_t {
     guard(Func::nvmlEventSetCreate, || {
-        let slot = out(set)?;
+        // SAFETY: `set` is null or writable (the export's contract, module doc); `out` checks null.
+        let slot = unsafe { out(set) }?;
         state::runtime()?;
         let new = Arc::new(EventSet::default());
         let handle = Arc::as_ptr(&new) as nvmlEventSet_t;
@@ -97,7 +99,8 @@ pub unsafe extern "C" fn nvmlEventSetWait_v2(
     timeout_ms: c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlEventSetWait_v2, || {
-        let data = out(data)?;
+        // SAFETY: `data` is null or writable (the export's contract, module doc); `out` checks null.
+        let data = unsafe { out(data) }?;
         let target = lookup(set)?;
         let rt = state::runtime()?;
         let deadline = Instant::now() + Duration::from_millis(u64::from(timeout_ms));

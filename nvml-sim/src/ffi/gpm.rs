@@ -7,10 +7,11 @@
 //! INVALID_ARGUMENT: samples of different GPUs or instances, and samples
 //! given newest first (sample2 must not be older than sample1).
 
-use super::calls::{guard, Func, NvmlResult};
+use super::calls::{guard, NvmlResult};
 use super::out::out;
 use super::state::{self, on_gpu, with_device, MAX_DEVICES};
 use crate::engine::Unavailable;
+use crate::functions::Func;
 use crate::scenario::Feature;
 use nvml_wrapper_sys::bindings::*;
 use std::collections::HashMap;
@@ -93,7 +94,8 @@ pub unsafe extern "C" fn nvmlGpmQueryDeviceSupport(
     support: *mut nvmlGpmSupport_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlGpmQueryDeviceSupport, || {
-        let support = out(support)?;
+        // SAFETY: `support` is null or writable (the export's contract, module doc); `out` checks null.
+        let support = unsafe { out(support) }?;
         state::runtime()?;
         if support.version != NVML_GPM_SUPPORT_VERSION {
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
@@ -112,7 +114,8 @@ pub unsafe extern "C" fn nvmlGpmQueryDeviceSupport(
 #[no_mangle]
 pub unsafe extern "C" fn nvmlGpmSampleAlloc(sample: *mut nvmlGpmSample_t) -> nvmlReturn_t {
     guard(Func::nvmlGpmSampleAlloc, || {
-        let slot = out(sample)?;
+        // SAFETY: `sample` is null or writable (the export's contract, module doc); `out` checks null.
+        let slot = unsafe { out(sample) }?;
         state::runtime()?;
         let cell = Box::new(Cell::default());
         let handle = &*cell as *const Cell as nvmlGpmSample_t;
@@ -178,17 +181,27 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(request: *mut nvmlGpmMetricsGet_t) ->
             return Err(INVALID);
         }
         let rt = state::runtime()?;
-        let version = std::ptr::addr_of!((*request).version).read();
+        // SAFETY: `request` is non-null (checked above) and points to an
+        // nvmlGpmMetricsGet_t (the export's contract); fields are read by
+        // value, without references.
+        let version = unsafe { std::ptr::addr_of!((*request).version).read() };
         if version != NVML_GPM_METRICS_GET_VERSION {
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
         }
-        let count = std::ptr::addr_of!((*request).numMetrics).read() as usize;
+        // SAFETY: as above.
+        let count = unsafe { std::ptr::addr_of!((*request).numMetrics).read() } as usize;
         if count > nvmlGpmMetricId_t_NVML_GPM_METRIC_MAX as usize {
             return Err(INVALID);
         }
         METRICS_ASKED.fetch_add(count as u64, Ordering::Relaxed);
-        let first = taken(std::ptr::addr_of!((*request).sample1).read())?;
-        let second = taken(std::ptr::addr_of!((*request).sample2).read())?;
+        // SAFETY: as above.
+        let (sample1, sample2) = unsafe {
+            (
+                std::ptr::addr_of!((*request).sample1).read(),
+                std::ptr::addr_of!((*request).sample2).read(),
+            )
+        };
+        let (first, second) = (taken(sample1)?, taken(sample2)?);
         if (first.gpu, first.instance) != (second.gpu, second.instance) {
             return Err(INVALID);
         }
@@ -196,14 +209,20 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(request: *mut nvmlGpmMetricsGet_t) ->
         let window = gpu
             .gpm_window(first.instance, first.t, second.t)
             .map_err(state::code)?;
-        let metrics = std::ptr::addr_of_mut!((*request).metrics).cast::<nvmlGpmMetric_t>();
+        // SAFETY: as above; the address of the array, no reference made.
+        let metrics =
+            unsafe { std::ptr::addr_of_mut!((*request).metrics) }.cast::<nvmlGpmMetric_t>();
         for i in 0..count {
-            let m = &mut *metrics.add(i);
+            // SAFETY: `count` ≤ NVML_GPM_METRIC_MAX (checked above), the
+            // array's length in the caller's struct, so entry `i` exists;
+            // only the first `count` entries are touched (a caller built
+            // against a smaller METRIC_MAX owns no more than `numMetrics`).
+            let m = unsafe { &mut *metrics.add(i) };
             match window.metric(m.metricId) {
                 Ok(value) => (m.value, m.nvmlReturn) = (value, nvmlReturn_enum_NVML_SUCCESS),
                 Err(why) => (m.value, m.nvmlReturn) = (0.0, state::code(why)),
             }
-            m.metricInfo = match crate::engine::gpm::info(m.metricId) {
+            m.metricInfo = match crate::gpm_metrics::info(m.metricId) {
                 Some((short, long, unit)) => nvmlGpmMetric_t__bindgen_ty_1 {
                     shortName: short.as_ptr().cast_mut(),
                     longName: long.as_ptr().cast_mut(),
@@ -227,7 +246,8 @@ pub unsafe extern "C" fn nvmlGpmQueryIfStreamingEnabled(
     enabled: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlGpmQueryIfStreamingEnabled, || {
-        let enabled = out(enabled)?;
+        // SAFETY: `enabled` is null or writable (the export's contract, module doc); `out` checks null.
+        let enabled = unsafe { out(enabled) }?;
         let index = state::index_of(device)?;
         on_gpu(device, |g, t| g.check(Some(Feature::Gpm), t))?;
         *enabled = c_uint::from(STREAMING[index].load(Ordering::Relaxed));

@@ -8,10 +8,11 @@
 //! modelled and answer 0. A GPU handle, and a MIG instance whose profile
 //! names no slice count, answer NOT_SUPPORTED.
 
-use super::calls::{guard, Func};
+use super::calls::guard;
 use super::out::out;
 use super::sharing::mig_memory;
 use super::state;
+use crate::functions::Func;
 use nvml_wrapper_sys::bindings::*;
 
 /// The GPU-instance slice count a profile name starts with ("3g.40gb" → 3),
@@ -28,7 +29,8 @@ pub unsafe extern "C" fn nvmlDeviceGetAttributes_v2(
     attributes: *mut nvmlDeviceAttributes_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetAttributes_v2, || {
-        let attributes = out(attributes)?;
+        // SAFETY: `attributes` is null or writable (the export's contract, module doc); `out` checks null.
+        let attributes = unsafe { out(attributes) }?;
         let Some(mig) = mig_memory(device)? else {
             state::index_of(device)?;
             return Err(nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED);

@@ -15,6 +15,7 @@ mod ecc;
 mod events;
 mod gpm;
 mod kmsg;
+mod lifecycle;
 mod mig_attributes;
 mod nvlink;
 mod out;
@@ -22,12 +23,6 @@ mod processes;
 mod sharing;
 mod state;
 mod system;
-
-/// Names of the NVML functions the simulator implements (scenario files
-/// name them in `[latency]`).
-pub(crate) fn function_names() -> &'static [&'static str] {
-    calls::NAMES
-}
 
 pub use calls::{nvmlSimCallCount, nvmlSimResetCallCounts, nvmlSimTotalCalls};
 pub use check::*;

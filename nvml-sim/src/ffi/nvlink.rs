@@ -1,8 +1,9 @@
 //! NVLink and GPU fabric exports.
 
-use super::calls::{guard, Func};
+use super::calls::guard;
 use super::out::{fill_array, out};
 use super::state::on_gpu;
+use crate::functions::Func;
 use crate::scenario::health::RemoteKind;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_uint, c_ulonglong};
@@ -15,7 +16,8 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
     active: *mut nvmlEnableState_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetNvLinkState, || {
-        let active = out(active)?;
+        // SAFETY: `active` is null or writable (the export's contract, module doc); `out` checks null.
+        let active = unsafe { out(active) }?;
         *active = if on_gpu(device, |g, t| g.nvlink_active(link, t))? {
             nvmlEnableState_enum_NVML_FEATURE_ENABLED
         } else {
@@ -33,7 +35,8 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkVersion(
     version: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetNvLinkVersion, || {
-        let version = out(version)?;
+        // SAFETY: `version` is null or writable (the export's contract, module doc); `out` checks null.
+        let version = unsafe { out(version) }?;
         *version = on_gpu(device, |g, t| g.nvlink_version(link, t))?;
         Ok(())
     })
@@ -48,7 +51,8 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkCapability(
     result: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetNvLinkCapability, || {
-        let result = out(result)?;
+        // SAFETY: `result` is null or writable (the export's contract, module doc); `out` checks null.
+        let result = unsafe { out(result) }?;
         *result = on_gpu(device, |g, t| g.nvlink_capability(link, cap, t))?;
         Ok(())
     })
@@ -62,9 +66,12 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemotePciInfo_v2(
     pci: *mut nvmlPciInfo_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetNvLinkRemotePciInfo_v2, || {
-        let pci = out(pci)?;
+        // SAFETY: `pci` is null or writable (the export's contract, module doc); `out` checks null.
+        let pci = unsafe { out(pci) }?;
         let remote = on_gpu(device, |g, t| g.nvlink_remote(link, t))?;
-        *pci = std::mem::zeroed();
+        // SAFETY: nvmlPciInfo_t is plain C data (integers and char arrays):
+        // all-zero bytes are a valid value.
+        *pci = unsafe { std::mem::zeroed() };
         pci.bus = remote.bus;
         pci.pciDeviceId = remote.pci_device_id;
         fill_array(&mut pci.busId, &remote.pci_bus_id);
@@ -83,7 +90,8 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkErrorCounter(
     value: *mut c_ulonglong,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetNvLinkErrorCounter, || {
-        let value = out(value)?;
+        // SAFETY: `value` is null or writable (the export's contract, module doc); `out` checks null.
+        let value = unsafe { out(value) }?;
         *value = on_gpu(device, |g, t| g.nvlink_errors(link, counter, t))?;
         Ok(())
     })
@@ -97,7 +105,8 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemoteDeviceType(
     kind: *mut nvmlIntNvLinkDeviceType_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetNvLinkRemoteDeviceType, || {
-        let kind = out(kind)?;
+        // SAFETY: `kind` is null or writable (the export's contract, module doc); `out` checks null.
+        let kind = unsafe { out(kind) }?;
         *kind = match on_gpu(device, |g, t| g.nvlink_remote(link, t))?.kind {
             RemoteKind::Switch => nvmlIntNvLinkDeviceType_enum_NVML_NVLINK_DEVICE_TYPE_SWITCH,
             RemoteKind::Gpu => nvmlIntNvLinkDeviceType_enum_NVML_NVLINK_DEVICE_TYPE_GPU,
@@ -113,7 +122,8 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfo(
     info: *mut nvmlGpuFabricInfo_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetGpuFabricInfo, || {
-        let info = out(info)?;
+        // SAFETY: `info` is null or writable (the export's contract, module doc); `out` checks null.
+        let info = unsafe { out(info) }?;
         let f = on_gpu(device, |g, t| g.fabric(t))?;
         *info = nvmlGpuFabricInfo_t {
             clusterUuid: f.cluster_uuid,
@@ -146,7 +156,10 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
             return Err(nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT);
         }
         // Read the version alone: a v2 caller's struct is smaller than v3.
-        let version = std::ptr::addr_of!((*info).version).read();
+        // SAFETY: `info` is non-null (checked above) and points to a fabric
+        // info struct of some version (the export's contract); every version
+        // starts with the `version` field, read alone without a reference.
+        let version = unsafe { std::ptr::addr_of!((*info).version).read() };
         if version != V2 && version != V3 {
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
         }
@@ -157,14 +170,19 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
         if version == V3 && f.struct_version < 3 {
             return Err(nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
         }
-        let v2 = &mut *info.cast::<nvmlGpuFabricInfo_v2_t>();
+        // SAFETY: `info` is non-null and points to a struct of the version
+        // it names (the export's contract); V2 and V3 both begin with the v2
+        // layout, so the v2 view is in bounds either way.
+        let v2 = unsafe { &mut *info.cast::<nvmlGpuFabricInfo_v2_t>() };
         v2.clusterUuid = f.cluster_uuid;
         v2.status = f.status;
         v2.cliqueId = f.clique_id;
         v2.state = f.state;
         v2.healthMask = f.health_mask;
         if version == V3 {
-            (*info).healthSummary = f.health_summary;
+            // SAFETY: the caller's struct is a V3 (its version says so), which
+            // has `healthSummary`; `v2` is not used after this point.
+            unsafe { (*info).healthSummary = f.health_summary };
         }
         Ok(())
     })

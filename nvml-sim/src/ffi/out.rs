@@ -9,8 +9,9 @@ use std::ffi::{c_char, c_uint};
 /// # Safety
 /// `ptr` must be null or valid for writes of `T`.
 pub(crate) unsafe fn out<'a, T>(ptr: *mut T) -> Result<&'a mut T, nvmlReturn_t> {
-    ptr.as_mut()
-        .ok_or(nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT)
+    // SAFETY: `ptr` is null (`as_mut` gives `None`) or valid for writes of
+    // `T` (this function's contract).
+    unsafe { ptr.as_mut() }.ok_or(nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT)
 }
 
 /// Copies `text` and a NUL into `buf` of `len` bytes (INSUFFICIENT_SIZE if it does not fit).
@@ -25,8 +26,13 @@ pub(crate) unsafe fn write_str(buf: *mut c_char, len: c_uint, text: &str) -> Nvm
     if bytes.len() + 1 > len as usize {
         return Err(nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE);
     }
-    std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, bytes.len());
-    *buf.add(bytes.len()) = 0;
+    // SAFETY: `buf` is not null and valid for `len` bytes of writes (this
+    // function's contract), and `bytes.len() + 1 <= len` was checked above:
+    // the text and its NUL fit; a `&str` does not overlap a C buffer we write.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, bytes.len());
+        *buf.add(bytes.len()) = 0;
+    }
     Ok(())
 }
 

@@ -1,8 +1,9 @@
 //! Process-list exports: compute, graphics and MPS client processes.
 
-use super::calls::{guard, Func, NvmlResult};
+use super::calls::{guard, NvmlResult};
 use super::out::out;
 use super::state::on_gpu;
+use crate::functions::Func;
 use crate::scenario::schema::ProcessKind;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::c_uint;
@@ -10,13 +11,18 @@ use std::ffi::c_uint;
 const INSUFFICIENT: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE;
 
 /// Shared body of the process-list calls (count query protocol).
+///
+/// # Safety
+/// `count` must be null or valid for reads and writes; `infos` null or
+/// valid for `*count` entries.
 unsafe fn processes(
     device: nvmlDevice_t,
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
     kind: Option<ProcessKind>,
 ) -> NvmlResult {
-    let count = out(count)?;
+    // SAFETY: `count` is null or writable (this function's contract); `out` checks null.
+    let count = unsafe { out(count) }?;
     let list = on_gpu(device, |g, t| match kind {
         Some(kind) => g.processes(kind, t),
         None => g.mps_processes(t),
@@ -30,12 +36,16 @@ unsafe fn processes(
         return Err(INSUFFICIENT);
     }
     for (i, p) in list.iter().enumerate() {
-        *infos.add(i) = nvmlProcessInfo_t {
+        let info = nvmlProcessInfo_t {
             pid: p.pid,
             usedGpuMemory: p.used_bytes,
             gpuInstanceId: p.gpu_instance.unwrap_or(u32::MAX),
             computeInstanceId: p.gpu_instance.map_or(u32::MAX, |_| 0),
         };
+        // SAFETY: `infos` is non-null and holds `capacity` ≥ `list.len()`
+        // entries (checked above; the count protocol of the export's
+        // contract), so `i` is in bounds.
+        unsafe { *infos.add(i) = info };
     }
     Ok(())
 }
@@ -48,7 +58,8 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetComputeRunningProcesses_v3, || {
-        processes(device, count, infos, Some(ProcessKind::Compute))
+        // SAFETY: the pointers are the export's, under its contract (module doc).
+        unsafe { processes(device, count, infos, Some(ProcessKind::Compute)) }
     })
 }
 
@@ -60,7 +71,8 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetGraphicsRunningProcesses_v3, || {
-        processes(device, count, infos, Some(ProcessKind::Graphics))
+        // SAFETY: the pointers are the export's, under its contract (module doc).
+        unsafe { processes(device, count, infos, Some(ProcessKind::Graphics)) }
     })
 }
 
@@ -72,6 +84,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetMPSComputeRunningProcesses_v3, || {
-        processes(device, count, infos, None)
+        // SAFETY: the pointers are the export's, under its contract (module doc).
+        unsafe { processes(device, count, infos, None) }
     })
 }

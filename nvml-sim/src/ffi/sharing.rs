@@ -5,10 +5,11 @@
 //! `nvmlDeviceGetMemoryInfo_v2` and `nvmlDeviceGetUUID` ask [`mig_memory`]
 //! and [`mig_uuid`] first.
 
-use super::calls::{guard, Func};
+use super::calls::guard;
 use super::out::{epoch_us, out};
 use super::state::{self, on_gpu, MAX_DEVICES};
 use crate::engine::MigInstance;
+use crate::functions::Func;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_uint, c_ulonglong};
 
@@ -67,7 +68,8 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
     last_seen: c_ulonglong,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetProcessUtilization, || {
-        let count = out(count)?;
+        // SAFETY: `count` is null or writable (the export's contract, module doc); `out` checks null.
+        let count = unsafe { out(count) }?;
         let list = on_gpu(device, |g, t| g.process_utilization(t))?;
         let now = epoch_us();
         if list.is_empty() || last_seen >= now {
@@ -80,7 +82,7 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
             return Err(nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE);
         }
         for (i, p) in list.iter().enumerate() {
-            *utilization.add(i) = nvmlProcessUtilizationSample_t {
+            let sample = nvmlProcessUtilizationSample_t {
                 pid: p.pid,
                 timeStamp: now,
                 smUtil: p.sm_percent,
@@ -88,6 +90,10 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
                 encUtil: 0,
                 decUtil: 0,
             };
+            // SAFETY: `utilization` is non-null and holds `capacity` ≥
+            // `list.len()` entries (checked above; the count protocol of the
+            // export's contract), so `i` is in bounds.
+            unsafe { *utilization.add(i) = sample };
         }
         Ok(())
     })
@@ -100,7 +106,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
     count: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetMaxMigDeviceCount, || {
-        let count = out(count)?;
+        // SAFETY: `count` is null or writable (the export's contract, module doc); `out` checks null.
+        let count = unsafe { out(count) }?;
         let list = on_gpu(device, |g, t| g.mig_instances(t))?;
         *count = list.len().min(MIG_PER_GPU) as c_uint;
         Ok(())
@@ -115,7 +122,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
     mig: *mut nvmlDevice_t,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetMigDeviceHandleByIndex, || {
-        let mig = out(mig)?;
+        // SAFETY: `mig` is null or writable (the export's contract, module doc); `out` checks null.
+        let mig = unsafe { out(mig) }?;
         let gpu = state::index_of(device)?;
         let list = on_gpu(device, |g, t| g.mig_instances(t))?;
         let index = index as usize;
@@ -134,7 +142,8 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(
     id: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetGpuInstanceId, || {
-        let id = out(id)?;
+        // SAFETY: `id` is null or writable (the export's contract, module doc); `out` checks null.
+        let id = unsafe { out(id) }?;
         let (_, m) = mig_instance(device)?.ok_or(INVALID)?;
         *id = m.id;
         Ok(())
@@ -148,7 +157,8 @@ pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(
     is_mig: *mut c_uint,
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceIsMigDeviceHandle, || {
-        *out(is_mig)? = c_uint::from(mig_slot(device).is_some());
+        // SAFETY: `is_mig` is null or writable (the export's contract, module doc); `out` checks null.
+        *unsafe { out(is_mig) }? = c_uint::from(mig_slot(device).is_some());
         Ok(())
     })
 }

@@ -58,8 +58,10 @@ pub(crate) fn runtime() -> Result<Arc<Runtime>, nvmlReturn_t> {
     Ok(runtime)
 }
 
-/// nvmlInit: loads the scenario when the count goes 0 → 1, then applies init errors.
-pub(crate) fn init() -> Result<(), nvmlReturn_t> {
+/// nvmlInit: loads the scenario when the count goes 0 → 1, then applies
+/// init errors; `on_init(runtime, fresh)` runs under the state's lock
+/// before the runtime is published (`fresh`: it was loaded just now).
+pub(crate) fn init(on_init: impl FnOnce(&Arc<Runtime>, bool)) -> Result<(), nvmlReturn_t> {
     let mut state = write_state();
     let fresh = state.runtime.is_none();
     let runtime = match &state.runtime {
@@ -72,17 +74,15 @@ pub(crate) fn init() -> Result<(), nvmlReturn_t> {
     if let Some(code) = runtime.engine.init_error(runtime.clock.now()) {
         return Err(code);
     }
-    if fresh {
-        super::kmsg::start(&runtime);
-    }
-    super::calls::set_latencies(&runtime.engine.scenario().function_latency_us);
+    on_init(&runtime, fresh);
     state.runtime = Some(runtime);
     state.refcount += 1;
     Ok(())
 }
 
-/// nvmlShutdown: drops the runtime when the count reaches 0.
-pub(crate) fn shutdown() -> Result<(), nvmlReturn_t> {
+/// nvmlShutdown: drops the runtime when the count reaches 0, then runs
+/// `on_unload` under the state's lock.
+pub(crate) fn shutdown(on_unload: impl FnOnce()) -> Result<(), nvmlReturn_t> {
     let mut state = write_state();
     if state.refcount == 0 {
         return Err(nvmlReturn_enum_NVML_ERROR_UNINITIALIZED);
@@ -90,9 +90,7 @@ pub(crate) fn shutdown() -> Result<(), nvmlReturn_t> {
     state.refcount -= 1;
     if state.refcount == 0 {
         state.runtime = None;
-        super::calls::set_latencies(&Default::default());
-        super::events::free_all();
-        super::gpm::free_all();
+        on_unload();
     }
     Ok(())
 }

@@ -1,27 +1,28 @@
 //! Library lifecycle and system-level queries.
 
-use super::calls::{count, guard, Func};
+use super::calls::{count, guard};
 use super::out::{out, write_str};
-use super::state;
+use super::{lifecycle, state};
+use crate::functions::Func;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::{c_char, c_int, c_uint, CStr};
 
 /// Initializes the library (reference counted); loads the scenario on the first call.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlInit_v2() -> nvmlReturn_t {
-    guard(Func::nvmlInit_v2, state::init)
+    guard(Func::nvmlInit_v2, lifecycle::init)
 }
 
 /// Same as nvmlInit_v2 (flags are accepted and ignored).
 #[no_mangle]
 pub unsafe extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> nvmlReturn_t {
-    guard(Func::nvmlInitWithFlags, state::init)
+    guard(Func::nvmlInitWithFlags, lifecycle::init)
 }
 
 /// Drops one init reference; the scenario is unloaded at zero.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlShutdown() -> nvmlReturn_t {
-    guard(Func::nvmlShutdown, state::shutdown)
+    guard(Func::nvmlShutdown, lifecycle::shutdown)
 }
 
 /// Static description of a return code.
@@ -40,7 +41,8 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
 ) -> nvmlReturn_t {
     guard(Func::nvmlSystemGetDriverVersion, || {
         let rt = state::runtime()?;
-        write_str(version, length, rt.engine.scenario().driver_version())
+        // SAFETY: `version` is null or valid for `length` bytes of writes (the export's contract, module doc).
+        unsafe { write_str(version, length, rt.engine.scenario().driver_version()) }
     })
 }
 
@@ -52,13 +54,19 @@ pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
 ) -> nvmlReturn_t {
     guard(Func::nvmlSystemGetNVMLVersion, || {
         let rt = state::runtime()?;
-        write_str(version, length, &rt.engine.scenario().nvml_version)
+        // SAFETY: `version` is null or valid for `length` bytes of writes (the export's contract, module doc).
+        unsafe { write_str(version, length, &rt.engine.scenario().nvml_version) }
     })
 }
 
-fn cuda_version(func: Func, version: *mut c_int) -> nvmlReturn_t {
+/// Shared body of the CUDA driver version calls.
+///
+/// # Safety
+/// `version` must be null or valid for writes of a `c_int`.
+unsafe fn cuda_version(func: Func, version: *mut c_int) -> nvmlReturn_t {
     guard(func, || {
         let rt = state::runtime()?;
+        // SAFETY: `version` is null or writable (this function's contract); `out` checks null.
         *unsafe { out(version) }? = rt.engine.scenario().cuda_driver_version;
         Ok(())
     })
@@ -67,13 +75,15 @@ fn cuda_version(func: Func, version: *mut c_int) -> nvmlReturn_t {
 /// CUDA driver version (e.g. 12040).
 #[no_mangle]
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(version: *mut c_int) -> nvmlReturn_t {
-    cuda_version(Func::nvmlSystemGetCudaDriverVersion, version)
+    // SAFETY: `version` is null or writable (the export's contract, module doc).
+    unsafe { cuda_version(Func::nvmlSystemGetCudaDriverVersion, version) }
 }
 
 /// CUDA driver version (e.g. 12040).
 #[no_mangle]
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> nvmlReturn_t {
-    cuda_version(Func::nvmlSystemGetCudaDriverVersion_v2, version)
+    // SAFETY: `version` is null or writable (the export's contract, module doc).
+    unsafe { cuda_version(Func::nvmlSystemGetCudaDriverVersion_v2, version) }
 }
 
 /// Name of a simulated process (NOT_FOUND for other pids).
@@ -89,7 +99,8 @@ pub unsafe extern "C" fn nvmlSystemGetProcessName(
             .engine
             .process_name(pid, rt.clock.now())
             .ok_or(nvmlReturn_enum_NVML_ERROR_NOT_FOUND)?;
-        write_str(name, length, &found)
+        // SAFETY: `name` is null or valid for `length` bytes of writes (the export's contract, module doc).
+        unsafe { write_str(name, length, &found) }
     })
 }
 
@@ -98,7 +109,8 @@ pub unsafe extern "C" fn nvmlSystemGetProcessName(
 pub unsafe extern "C" fn nvmlDeviceGetCount_v2(device_count: *mut c_uint) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetCount_v2, || {
         let rt = state::runtime()?;
-        *out(device_count)? = rt.engine.gpu_count() as c_uint;
+        // SAFETY: `device_count` is null or writable (the export's contract, module doc); `out` checks null.
+        *unsafe { out(device_count) }? = rt.engine.gpu_count() as c_uint;
         Ok(())
     })
 }
@@ -111,7 +123,8 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetHandleByIndex_v2, || {
         let rt = state::runtime()?;
-        let slot = out(device)?;
+        // SAFETY: `device` is null or writable (the export's contract, module doc); `out` checks null.
+        let slot = unsafe { out(device) }?;
         if index as usize >= rt.engine.gpu_count() {
             return Err(nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT);
         }
@@ -128,11 +141,14 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
 ) -> nvmlReturn_t {
     guard(Func::nvmlDeviceGetHandleByUUID, || {
         let rt = state::runtime()?;
-        let slot = out(device)?;
+        // SAFETY: `device` is null or writable (the export's contract, module doc); `out` checks null.
+        let slot = unsafe { out(device) }?;
         if uuid.is_null() {
             return Err(nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT);
         }
-        let text = CStr::from_ptr(uuid)
+        // SAFETY: `uuid` is non-null (checked above) and NUL-terminated (the
+        // export's contract), read only during this call.
+        let text = unsafe { CStr::from_ptr(uuid) }
             .to_str()
             .map_err(|_| nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT)?;
         let index = rt

@@ -1,7 +1,7 @@
 //! `[gpu.gpm]` (and `[gpu.mig_instances.gpm]`): the GPM activity timelines
 //! of a Hopper-or-newer GPU or of one of its MIG GPU instances.
 
-use crate::timeline::TimelineSpec;
+use super::timeline::TimelineSpec;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -136,14 +136,14 @@ impl GpmSpec {
             }
         }
         for (i, id) in self.unsupported.iter().enumerate() {
-            if !crate::engine::gpm::is_metric_id(*id.get_ref()) {
+            if !crate::gpm_metrics::is_metric_id(*id.get_ref()) {
                 return Err((
                     id.span(),
                     format!("unsupported[{i}]"),
                     format!(
                         "{} is not an NVML GPM metric id (nvmlGpmMetricId_t, 1..{})",
                         id.get_ref(),
-                        crate::engine::gpm::METRIC_MAX
+                        crate::gpm_metrics::METRIC_MAX
                     ),
                 ));
             }

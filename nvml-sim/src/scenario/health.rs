@@ -2,7 +2,7 @@
 //! health signals of a GPU beyond its readings.
 
 use super::steps::Steps;
-use crate::timeline::TimelineSpec;
+use super::timeline::TimelineSpec;
 use serde::Deserialize;
 use toml::Spanned;
 

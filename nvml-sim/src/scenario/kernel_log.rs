@@ -1,11 +1,11 @@
 //! `[[kernel_log]]`: kernel-log lines the simulator appends to the file
 //! named by `GPUWATCH_SIM_KMSG`, in the driver's own formats (see
-//! `engine::kmsg` for the record format and the message texts).
+//! `driver_messages` for the message texts, `engine::kmsg` for the records).
 
 use super::error::Locator;
 use super::{Fault, FaultEffect, GpuConfig, ScenarioError};
+use crate::driver_messages;
 use crate::duration::Duration;
-use crate::engine::kmsg;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -95,8 +95,8 @@ pub(super) fn build(
             if let Some(config) = gpus.get(gpu) {
                 lines.push(KernelLine {
                     when: When::At(f.at),
-                    priority: kmsg::NVRM_PRIORITY,
-                    message: kmsg::xid_message(&kmsg::XidLine {
+                    priority: driver_messages::NVRM_PRIORITY,
+                    message: driver_messages::xid_message(&driver_messages::XidLine {
                         pci_bus_id: &config.pci_bus_id,
                         code,
                         process: None,
@@ -215,7 +215,7 @@ fn line(
     match kind {
         KernelLogKind::Line => Ok(KernelLine {
             when,
-            priority: priority(kmsg::INFO_PRIORITY),
+            priority: priority(driver_messages::INFO_PRIORITY),
             message: message.ok_or_else(|| needs("message"))?.to_string(),
             xid_gpu: None,
         }),
@@ -223,7 +223,7 @@ fn line(
             let code = *spec.code.as_ref().ok_or_else(|| needs("code"))?.get_ref();
             let switch = spec.switch.as_ref().map_or(0, |s| *s.get_ref());
             let pci = match &spec.pci_bus_id {
-                Some(p) if kmsg::parse_pci(p.get_ref()).is_none() => {
+                Some(p) if driver_messages::parse_pci(p.get_ref()).is_none() => {
                     return err(
                         p.span(),
                         "pci_bus_id",
@@ -235,8 +235,8 @@ fn line(
             };
             Ok(KernelLine {
                 when,
-                priority: priority(kmsg::SXID_PRIORITY),
-                message: kmsg::sxid_message(switch, &pci, code, message),
+                priority: priority(driver_messages::SXID_PRIORITY),
+                message: driver_messages::sxid_message(switch, &pci, code, message),
                 xid_gpu: None,
             })
         }
@@ -285,8 +285,8 @@ fn line(
             }
             Ok(KernelLine {
                 when,
-                priority: priority(kmsg::NVRM_PRIORITY),
-                message: kmsg::xid_message(&kmsg::XidLine {
+                priority: priority(driver_messages::NVRM_PRIORITY),
+                message: driver_messages::xid_message(&driver_messages::XidLine {
                     pci_bus_id: &config.pci_bus_id,
                     code,
                     process,

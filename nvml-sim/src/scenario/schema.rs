@@ -5,8 +5,8 @@ pub use super::gpm::GpmSpec;
 pub use super::health::{FabricSpec, NvLinkSpec, RecoveryAction};
 pub use super::kernel_log::KernelLogSpec;
 use super::steps::Steps;
+use super::timeline::TimelineSpec;
 use crate::duration::Duration;
-use crate::timeline::TimelineSpec;
 use serde::Deserialize;
 use toml::Spanned;
 

@@ -2,7 +2,7 @@
 //! reasons (from the timeline or derived from load, power and temperature),
 //! and the counters accumulated over time from them (energy, violation time).
 
-use super::GpuSim;
+use super::{GpuSim, COUNTERS};
 use crate::engine::Unavailable;
 use crate::scenario::Feature;
 
@@ -40,9 +40,6 @@ pub enum Violation {
     /// Thermal policy: SW or HW thermal slowdown.
     ThermalPolicy,
 }
-
-/// Counter slots: 0 energy (J), 1..=8 reason bits 0x1..0x80, 9 power, 10 thermal.
-pub(super) const COUNTERS: usize = 11;
 
 impl GpuSim {
     /// Clock event reason bits at `t` (timeline OR-ed with auto reasons).

@@ -104,7 +104,7 @@ impl GpuSim {
         Ok(match (sim.remote(), &self.nvlink_peer) {
             (RemoteKind::Gpu, Some(peer)) => NvLinkRemote {
                 kind: RemoteKind::Gpu,
-                bus: crate::engine::kmsg::parse_pci(peer).map_or(0, |p| p.1),
+                bus: crate::driver_messages::parse_pci(peer).map_or(0, |p| p.1),
                 pci_bus_id: peer.clone(),
                 pci_device_id: self.spec().pci_device_id,
             },

@@ -5,10 +5,10 @@
 
 use super::GpuSim;
 use crate::engine::processes::mib_to_bytes;
+use crate::engine::signal::Signal;
 use crate::engine::Unavailable;
 use crate::scenario::schema::ComputeModeSpec;
 use crate::scenario::Feature;
-use crate::timeline::Signal;
 
 /// Memory state in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use crate::engine::processes::ProcessSample;
+use super::processes::ProcessSample;
 
 /// Most bytes of the map file read.
 const MAX_BYTES: u64 = 64 * 1024;
