@@ -202,6 +202,12 @@ pub fn with<'a>(
     labels
 }
 
+/// An optional text as a label value, borrowed: empty when unknown (a
+/// label is there or not for the whole family, not per series).
+pub fn text(value: &Option<String>) -> Cow<'_, str> {
+    Cow::Borrowed(value.as_deref().unwrap_or(""))
+}
+
 /// 1 for true, 0 for false.
 pub fn flag(value: bool) -> f64 {
     if value {

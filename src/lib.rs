@@ -82,13 +82,11 @@
 // Tokio time in async code (see clippy.toml); blocking threads allow std
 // time where they use it, with the reason.
 #![warn(clippy::disallowed_types, clippy::disallowed_methods)]
-
 // Every `unsafe` operation sits in its own block with a `// SAFETY:`
 // comment saying why it holds (clippy checks the comments), also inside an
 // `unsafe fn`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
-
 // Every public item says what it is for (issue 26): the build holds the line.
 #![deny(missing_docs)]
 

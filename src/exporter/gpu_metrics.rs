@@ -12,7 +12,7 @@ use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{unix_seconds_f64, GpuSnapshot, GpuStatus, Snapshot};
 
 use super::detail::{Detail, DetailSet};
-use crate::families::{counter, families, gauge, unit};
+use crate::families::{counter, families, gauge, text, unit};
 pub use crate::families::{flag, ids, number, with};
 
 /// Encodes every per-GPU family of `snapshot`, then the process, sharing
@@ -99,7 +99,6 @@ impl<'a> Families<'a> {
         let id = || ids(gpu);
         let identity = &gpu.identity;
         let mut info = id();
-        let text = |v: &'a Option<String>| Cow::Borrowed(v.as_deref().unwrap_or(""));
         info.push(("name", text(&identity.name)));
         info.push(("serial", text(&identity.serial)));
         info.push(("pci_bus_id", text(&identity.pci_bus_id)));

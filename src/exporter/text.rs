@@ -14,8 +14,8 @@ use std::fmt;
 
 use prometheus_client::metrics::MetricType;
 
-use crate::families::{Family, Sink};
 use super::Format;
+use crate::families::{Family, Sink};
 
 /// Writes families as exposition text into a string.
 #[derive(Debug)]

@@ -3,13 +3,12 @@
 
 use std::borrow::Cow;
 
-use crate::families::Labels;
+use crate::families::{text, Labels};
 use crate::gpu::{GpuSnapshot, Snapshot};
 
 /// dcgm-exporter's labels of one GPU.
 pub(super) fn labels<'a>(snapshot: &'a Snapshot, gpu: &'a GpuSnapshot) -> Labels<'a> {
     let identity = &gpu.identity;
-    let text = |v: &'a Option<String>| Cow::Borrowed(v.as_deref().unwrap_or(""));
     vec![
         ("gpu", Cow::Owned(gpu.index.to_string())),
         ("UUID", Cow::Borrowed(gpu.uuid.as_str())),

@@ -11,7 +11,7 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::flag;
-use crate::families::{families, uuid_label, Family, Labels};
+use crate::families::{families, text, uuid_label, Family, Labels};
 use crate::gpu::reasons::CLOCK_EVENT_REASONS;
 use crate::gpu::{GpuSnapshot, Snapshot};
 
@@ -94,7 +94,6 @@ impl<'a> Families<'a> {
         let uuid = uuid_label(&gpu.uuid);
         let id = || -> Labels<'a> { vec![("uuid", Cow::Owned(uuid.clone()))] };
         let identity = &gpu.identity;
-        let text = |v: &'a Option<String>| Cow::Borrowed(v.as_deref().unwrap_or(""));
         let mut info = id();
         info.push(("name", text(&identity.name)));
         info.push(("driver_version", text(&snapshot.system.driver_version)));
