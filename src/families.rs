@@ -105,7 +105,7 @@ impl<'a> Family<'a> {
 
 /// Where families are written: `prometheus_client`'s encoder (the compat
 /// sets, the other components' collectors), or the direct text writer of
-/// the per-GPU part ([`super::text::TextSink`]); both write the same bytes.
+/// the per-GPU part (`exporter::text::TextSink`); both write the same bytes.
 pub trait Sink {
     /// Writes one family that has series.
     fn family(&mut self, family: &Family<'_>) -> fmt::Result;

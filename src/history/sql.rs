@@ -101,6 +101,12 @@ async fn insert_rows<T>(
             AssertSqlSafe(multi_row(head, width, chunk.len(), tail)),
             args,
         )
+        // Not kept prepared: the text differs with every row count, and
+        // sqlx keeps up to 100 prepared statements per connection, each
+        // multi-row INSERT's program tens to hundreds of KiB — the agent's
+        // heap grew by ~5 MiB over its first half hour filling that cache
+        // with statements it would never run again.
+        .persistent(false)
         .execute(&mut *tx)
         .await?;
     }
@@ -293,4 +299,45 @@ pub async fn load_state(
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
     Ok((gpus, counters))
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{Connection, Executor};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn multi_row_inserts_leave_no_prepared_statement_behind() {
+        let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
+            .await
+            .expect("an in-memory database");
+        conn.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+            .await
+            .expect("a table");
+        let mut tx = conn.begin().await.expect("a transaction");
+        let before = tx.cached_statements_size();
+        for rows in 1..=20_i64 {
+            let values: Vec<i64> = (0..rows).collect();
+            insert_rows(
+                &mut tx,
+                ("INSERT INTO t (a, b)", 2, ""),
+                &values,
+                |args, v| {
+                    args.add(*v)?;
+                    args.add(v * 2)
+                },
+            )
+            .await
+            .expect("the rows go in");
+        }
+        // Twenty row counts, twenty statement texts: none kept prepared.
+        assert_eq!(tx.cached_statements_size(), before);
+        tx.commit().await.expect("commit");
+        let (count,): (i64,) = sqlx::query_as("SELECT count(*) FROM t")
+            .fetch_one(&mut conn)
+            .await
+            .expect("a count");
+        assert_eq!(count, (1..=20).sum::<i64>());
+    }
 }

@@ -44,7 +44,8 @@ pub struct Details {
     pub workloads: Vec<WorkloadDetails>,
 }
 
-/// The reading behind an alert, now and over the last [`HISTORY_SPAN`].
+/// The reading behind an alert, now and over the last 30 minutes
+/// (`alerting::details::HISTORY_SPAN`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricDetails {

@@ -31,7 +31,7 @@
 //! Cost: the processes are grouped into workloads (keys, attributes, the
 //! SM shares) only when a GPU's process list changed — every
 //! `sampler.process_interval`, or when the kubelet's or the HPC job
-//! mapping's attribution changed ([`groups`]) — and the accounts are then
+//! mapping's attribution changed (`groups`) — and the accounts are then
 //! found by key; between those, a tick adds its seconds, SM-active seconds
 //! and energy to the accounts by index. The table a snapshot carries shares
 //! each workload's identity with the accounts and holds every workload's

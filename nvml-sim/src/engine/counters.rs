@@ -3,7 +3,7 @@
 //!
 //! Each counter is the integral of a rate from t = 0 to t, computed with a
 //! fixed 1 s left-Riemann step, so its value is a pure, monotonic function of
-//! t. The running integral is a [`Checkpoints`] sequence (a checkpoint every
+//! t. The running integral is a `Checkpoints` sequence (a checkpoint every
 //! `CHECKPOINT` steps, the newest step and the last one read behind it), so a
 //! call is O(1) amortized, also when callers ask for earlier times.
 

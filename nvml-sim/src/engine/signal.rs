@@ -1,6 +1,6 @@
 //! Signals: timelines compiled for the engine — a [`TimelineSpec`] bound to
 //! a seed, evaluable at any scenario time. A random walk's values are a
-//! [`Checkpoints`] sequence, like a counter's integral.
+//! `Checkpoints` sequence, like a counter's integral.
 
 use super::checkpoints::Checkpoints;
 use crate::rng;

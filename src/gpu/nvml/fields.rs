@@ -1,5 +1,5 @@
 //! The NVML field-value ids gpuwatch reads, and the fast tier's batch of
-//! them (the batch call itself is [`batch`](super::batch)).
+//! them (the batch call itself is `batch`).
 
 use std::time::Duration;
 
