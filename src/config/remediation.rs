@@ -42,7 +42,8 @@ impl Mode {
     }
 }
 
-/// The action classes a reason can have (`crate::remediation::judge::class_of`).
+/// The action classes a reason can have: the names of
+/// `crate::health::action_class::ActionClass` (a test checks they match).
 pub const ACTIONS: &[&str] = &[
     "RESET_GPU",
     "REBOOT_SYSTEM",
