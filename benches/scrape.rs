@@ -22,7 +22,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::run_size;
+use common::{run_size, thread_cpu};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -255,18 +255,6 @@ fn measure(snapshot: &Snapshot, detail: Detail, mode: Mode, gzip: bool, seconds:
         cpu_ms_per_scrape: (c1 - c0).as_secs_f64() * 1e3 / scrapes,
         body_bytes,
     }
-}
-
-/// CPU time of the calling thread.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes through a valid pointer.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime failed");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Where a scrape of a new snapshot spends, in this thread, without HTTP:

@@ -107,18 +107,12 @@ pub fn running_fits(snapshot: &Snapshot, margin: u64) -> Vec<RunningFit> {
 pub fn holders(snapshot: &Snapshot, index: u32) -> Vec<Holder> {
     let mut found: Vec<Holder> = snapshot
         .workloads
-        .live
-        .iter()
-        .flat_map(|w| {
-            w.devices
-                .iter()
-                .filter(move |(d, _)| d.gpu == index)
-                .map(move |(d, usage)| Holder {
-                    key: w.key.clone(),
-                    owner: owner(w),
-                    gpu_instance_id: d.gpu_instance_id,
-                    peak_memory_bytes: usage.peak_memory_bytes,
-                })
+        .on_gpu(index)
+        .map(|(w, d, usage)| Holder {
+            key: w.key.clone(),
+            owner: owner(w),
+            gpu_instance_id: d.gpu_instance_id,
+            peak_memory_bytes: usage.peak_memory_bytes,
         })
         .collect();
     found.sort_by(|a, b| {

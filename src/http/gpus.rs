@@ -123,22 +123,16 @@ fn gpu(
 /// who, and what they used of it so far.
 fn gpu_workloads(index: u32, table: &crate::gpu::WorkloadTable) -> Vec<Value> {
     table
-        .live
-        .iter()
-        .flat_map(|w| {
-            w.devices
-                .iter()
-                .filter(move |(d, _)| d.gpu == index)
-                .map(move |(d, usage)| {
-                    json!({
-                        "kind": w.key.kind.as_str(),
-                        "id": w.key.id,
-                        "user": w.attributes.user,
-                        "gpu_instance_id": d.gpu_instance_id,
-                        "gpu_seconds": usage.gpu_seconds,
-                        "efficiency": usage.efficiency(),
-                    })
-                })
+        .on_gpu(index)
+        .map(|(w, d, usage)| {
+            json!({
+                "kind": w.key.kind.as_str(),
+                "id": w.key.id,
+                "user": w.attributes.user,
+                "gpu_instance_id": d.gpu_instance_id,
+                "gpu_seconds": usage.gpu_seconds,
+                "efficiency": usage.efficiency(),
+            })
         })
         .collect()
 }

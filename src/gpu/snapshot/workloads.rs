@@ -234,3 +234,16 @@ pub struct WorkloadTable {
     /// Workloads never followed because the live set was full.
     pub left_out: u64,
 }
+
+impl WorkloadTable {
+    /// What each running workload holds of GPU `index` (the whole GPU or a
+    /// MIG instance of it), with its use so far: one entry per device.
+    pub fn on_gpu(&self, index: u32) -> impl Iterator<Item = (&Workload, &Device, &Usage)> {
+        self.live.iter().flat_map(move |w| {
+            w.devices
+                .iter()
+                .filter(move |(d, _)| d.gpu == index)
+                .map(move |(d, usage)| (w, d, usage))
+        })
+    }
+}
